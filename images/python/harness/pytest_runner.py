@@ -1,0 +1,129 @@
+"""The pytest child: runs the tests with a configuration the grader owns and
+sends one signed record per event to the supervisor.
+
+argv: KEY_FD RECORDS_FD TEST_FILE...
+
+The key is read and its fd closed before collection, that is before any
+completion code is imported. What the completion can still do in this process
+(patch pytest, exit early) can lose it tests but cannot forge a record: the
+supervisor drops records whose signature does not match and counts them as
+tampering, and the host counts missing tests as failed.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import sys
+
+WORK_DIR = "/work"
+MESSAGE_CHARS = 2000
+
+
+class RecordPlugin:
+    def __init__(self, key, fd):
+        # Bound now, so later monkeypatching of os/json/hmac does not reach us.
+        self._sign = lambda body: hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        self._write = os.write
+        self._dumps = json.dumps
+        self._fd = fd
+        self._items = {}
+        self._collect_errors = {}
+        self._phases = {}
+
+    def _emit(self, record):
+        body = self._dumps(record, separators=(",", ":")).encode()
+        self._write(self._fd, self._sign(body) + b" " + body + b"\n")
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            cls = getattr(item, "cls", None)
+            self._items[item.nodeid] = {
+                "name": getattr(item, "originalname", item.name),
+                "cls": cls.__name__ if cls is not None else None,
+            }
+        self._emit({"event": "collected", "nodeids": list(self._items)})
+
+    def pytest_exception_interact(self, node, call, report):
+        if report.when == "collect":
+            exc = call.excinfo.value
+            # pytest wraps an ImportError of the test module in its own CollectError.
+            cause = exc.__cause__ or exc.__context__ if call.excinfo.typename == "CollectError" else None
+            self._collect_errors[node.nodeid] = type(cause or exc).__name__
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self._emit({
+                "event": "collect_error",
+                "nodeid": report.nodeid,
+                "exc_type": self._collect_errors.get(report.nodeid),
+                "message": str(report.longrepr)[-MESSAGE_CHARS:],
+            })
+
+    def pytest_runtest_logreport(self, report):
+        phases = self._phases.setdefault(report.nodeid, [])
+        phases.append(report)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        reports = self._phases.pop(nodeid, [])
+        outcome, message, exc_type = "passed", None, None
+        for rep in reports:
+            if getattr(rep, "wasxfail", None) is not None:
+                outcome = "xfailed" if rep.skipped else "xpassed"
+            elif rep.failed:
+                outcome = "failed" if rep.when == "call" else "error"
+            elif rep.skipped:
+                outcome = "skipped"
+            else:
+                continue
+            message = str(rep.longrepr)[-MESSAGE_CHARS:] if rep.longrepr else None
+            exc_type = _exc_type(rep)
+            break
+        call = [rep for rep in reports if rep.when == "call"]
+        info = self._items.get(nodeid, {})
+        self._emit({
+            "event": "test",
+            "nodeid": nodeid,
+            "name": info.get("name"),
+            "cls": info.get("cls"),
+            "outcome": outcome if reports else "error",
+            "duration_s": round(call[0].duration, 6) if call else 0.0,
+            "message": message,
+            "exc_type": exc_type,
+        })
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        self._emit({"event": "finished", "exitstatus": int(exitstatus)})
+
+
+def _exc_type(report):
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is None or not crash.message:
+        return None
+    return crash.message.split(":", 1)[0].strip() or None
+
+
+def main():
+    key_fd, records_fd = int(sys.argv[1]), int(sys.argv[2])
+    with os.fdopen(key_fd, "rb") as f:
+        key = f.read()
+    plugin = RecordPlugin(key, records_fd)
+    del key
+    sys.path.insert(0, WORK_DIR)  # tests import the completion as `solution`
+    import pytest
+
+    args = [
+        "-c", "/opt/rewardbox/pytest.ini",  # our ini: none from the work dir
+        "--rootdir", WORK_DIR,
+        "--noconftest",
+        "-p", "no:cacheprovider",
+        "-p", "no:stepwise",
+        "--capture=no",  # output goes to the supervisor, which caps it
+        "-q", "--tb=short", "--no-header",
+        *sys.argv[3:],
+    ]
+    sys.exit(pytest.main(args, plugins=[plugin]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Finding the code in a completion: a pure function of the text."""
+
+import re
+
+# Chat-template markers and end-of-sequence tokens that decoding with special
+# tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
+_SPECIAL_TOKENS = re.compile(
+    r"<\|[A-Za-z0-9_]+\|>|</s>|<s>|<eos>|<bos>|<pad>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]"
+)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+_OPEN_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*)\Z", re.DOTALL | re.MULTILINE)
+_PYTHON_TAGS = {"", "python", "python3", "py"}
+_CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if __name__)", re.MULTILINE)
+
+
+def strip_completion(completion: str, prompt: str | None = None) -> str:
+    """The response alone: without the prompt, special tokens or reasoning."""
+    text = completion
+    if prompt and text.startswith(prompt):
+        text = text[len(prompt):]
+    text = _SPECIAL_TOKENS.sub("", text)
+    text = _THINK.sub("", text)
+    if "</think>" in text:  # the template opened <think> inside the prompt
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:  # reasoning that never ended holds no answer
+        text = text.split("<think>", 1)[0]
+    return text
+
+
+def extract_code(completion: str, prompt: str | None = None) -> str | None:
+    """The code to run: the last Python fenced block, else the whole text when
+    it is plain code; None when there is none.
+
+    >>> extract_code("Here you go:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
+    'def f():\\n    return 1\\n'
+    >>> extract_code("def f(): return 1<|im_end|>")
+    'def f(): return 1'
+    >>> extract_code("I cannot solve this.") is None
+    True
+    """
+    text = strip_completion(completion, prompt)
+    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text)]
+    if not blocks:
+        trailing = _OPEN_FENCE.search(text)  # generation cut off inside a block
+        blocks = [(trailing.group(1).lower(), trailing.group(2))] if trailing else []
+    python = [body for tag, body in blocks if tag in _PYTHON_TAGS]
+    if python:
+        code = python[-1]
+    elif blocks:
+        return None  # only other languages
+    else:
+        code = text if _looks_like_code(text) else ""
+    return code if code.strip() else None
+
+
+def _looks_like_code(text: str) -> bool:
+    try:
+        compile(text, "<completion>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return bool(_CODE_LINE.search(text))
+    # Plain prose rarely compiles, but a single word does: require some structure.
+    return bool(_CODE_LINE.search(text)) or "\n" in text.strip() or "=" in text

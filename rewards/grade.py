@@ -1,0 +1,52 @@
+"""From a run's result to a reward: a pure function of the result, the tests
+the grader expected and the policy."""
+
+from pydantic import BaseModel, ConfigDict
+
+from rewards.expected import ExpectedTests
+from rewards.policy import GradingPolicy
+from sandbox import RunResult, TestResult, Verdict
+
+
+class Grade(BaseModel):
+    """The graded outcome of one sample. `reward` and `score` are None when the
+    sample could not be graded through no fault of the model (`error` says why)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reward: float | None
+    score: float | None
+    verdict: Verdict | None
+    passed: int = 0
+    total: int = 0
+    duration_s: float = 0.0
+    message: str = ""
+    error: str | None = None
+    tests: tuple[TestResult, ...] = ()
+
+
+def grade(result: RunResult, expected: ExpectedTests, policy: GradingPolicy) -> Grade:
+    """Grade a run against the tests counted before it.
+
+    Passing is decided here, not by the run: every expected test must appear
+    as passed; a run that reports fewer tests, or extra ones, gains nothing.
+    """
+    total = expected.total
+    passed = expected.passed(result.tests) if result.verdict in (Verdict.PASSED, Verdict.FAILED) else 0
+    verdict = result.verdict
+    if verdict in (Verdict.PASSED, Verdict.FAILED):
+        verdict = Verdict.PASSED if total and passed == total else Verdict.FAILED
+    reward = policy.reward(verdict, passed, total)
+    return Grade(reward=reward, score=policy.score(reward), verdict=verdict, passed=passed, total=total,
+                 duration_s=result.duration_s, message=result.message, tests=result.tests)
+
+
+def grade_no_code(total: int, policy: GradingPolicy) -> Grade:
+    reward = policy.reward(Verdict.NO_CODE, 0, total)
+    return Grade(reward=reward, score=policy.score(reward), verdict=Verdict.NO_CODE, total=total,
+                 message="no code found in the completion")
+
+
+def ungradable(error: str) -> Grade:
+    """A sample we cannot grade (bad label): no reward, and why."""
+    return Grade(reward=None, score=None, verdict=None, error=error)

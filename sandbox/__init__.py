@@ -1,0 +1,24 @@
+"""Running untrusted code and its tests in hardened, single-use Docker containers."""
+
+__version__ = "0.1.0"
+
+from sandbox.errors import EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, SandboxError  # noqa: E402
+from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
+from sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "EngineUnavailable",
+    "HarnessError",
+    "ImageMissing",
+    "InvalidRequest",
+    "Limits",
+    "Outcome",
+    "RunRequest",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "TestResult",
+    "Verdict",
+    "__version__",
+]

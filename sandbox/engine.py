@@ -1,0 +1,222 @@
+"""The one module that talks to Docker.
+
+Every call that is safe to repeat is retried with exponential backoff and
+jitter for a bounded time (`retry_s`); then `EngineUnavailable` is raised.
+Creating a container is not safe to repeat, so each container gets a unique
+name first: a create retried after a lost answer meets a name conflict and
+adopts the container it already made, never a second one.
+"""
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import Ulimit
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from sandbox.errors import EngineUnavailable, ImageMissing
+from sandbox.models import Limits
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LABEL = "rewardbox"
+OWNER_LABEL = "rewardbox.owner"
+EXPIRES_LABEL = "rewardbox.expires"
+SANDBOX_USER = "10001:10001"
+ENGINE_HINT = (
+    "start a Docker engine (Debian: `apt-get install docker.io && dockerd &`, "
+    "or `systemctl start docker`) and check DOCKER_HOST"
+)
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)):
+        return True
+    if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
+        return exc.status_code is not None and exc.status_code >= 500
+    return isinstance(exc, docker.errors.DockerException) and "Error while fetching server API version" in str(exc)
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}"
+
+
+def _process_start(pid: int) -> str:
+    """Start time of a process (so a reused pid is not mistaken for its owner)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's: only its expiry can tell
+    return _process_start(int(pid)) == started
+
+
+class DockerEngine:
+    """Thin, retrying wrapper over the Docker API for sandbox containers."""
+
+    def __init__(self, base_url: str | None = None, retry_s: float = 60.0, pool_size: int = 16,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.retry_s = retry_s
+        self._sleep = sleep
+        self.owner = _owner()
+        self._api = self._retry(lambda: self._connect(base_url, pool_size))
+
+    @staticmethod
+    def _connect(base_url: str | None, pool_size: int) -> docker.APIClient:
+        if base_url:
+            api = docker.APIClient(base_url=base_url, version="auto", timeout=60, max_pool_size=pool_size)
+        else:
+            api = docker.from_env(timeout=60, max_pool_size=pool_size).api
+        api.ping()
+        return api
+
+    def _retry(self, call: Callable[[], T]) -> T:
+        retrying = Retrying(
+            retry=retry_if_exception(_transient),
+            wait=wait_random_exponential(multiplier=0.2, max=5),
+            stop=stop_after_delay(self.retry_s),
+            sleep=self._sleep,
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        try:
+            return retrying(call)
+        except Exception as exc:
+            if _transient(exc):
+                log.error("Docker engine unreachable after %.0f s: %s", self.retry_s, exc)
+                raise EngineUnavailable(f"the Docker engine did not answer for {self.retry_s:.0f} s ({exc}); "
+                                        f"{ENGINE_HINT}") from exc
+            raise
+
+    def require_image(self, image: str) -> None:
+        try:
+            self._retry(lambda: self._api.inspect_image(image))
+        except docker.errors.ImageNotFound:
+            raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
+                               f"run `make sandbox-image` to build it") from None
+
+    def create(self, image: str, limits: Limits, name: str, runtime: str | None = None) -> str:
+        """A stopped, hardened container waiting for its input on stdin."""
+        mb = 1024 * 1024
+        host_config = self._api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={
+                "/work": f"rw,nosuid,nodev,size={limits.work_mb}m,nr_inodes={limits.inodes},uid=10001,gid=10001",
+                "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
+            },
+            shm_size=f"{limits.tmp_mb}m",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=limits.memory_mb * mb,
+            memswap_limit=limits.memory_mb * mb,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            ulimits=[
+                Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                Ulimit(name="fsize", soft=limits.file_size_mb * mb, hard=limits.file_size_mb * mb),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            init=True,
+            runtime=runtime,
+        )
+        expires = time.time() + limits.timeout_s + limits.startup_grace_s + 60
+        labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
+
+        config = self._api.create_container_config(
+            image, None, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir="/work",
+            hostname="sandbox", environment={}, labels=labels, host_config=host_config,
+        )
+        config["StdinOnce"] = True  # the harness sees EOF after its input
+
+        def create() -> str:
+            try:
+                return self._api.create_container_from_config(config, name=name)["Id"]
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # our earlier attempt got through
+                    return self._api.inspect_container(name)["Id"]
+                if isinstance(exc, docker.errors.ImageNotFound):
+                    raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
+                                       f"run `make sandbox-image` to build it") from None
+                raise
+
+        return self._retry(create)
+
+    def attach(self, container_id: str) -> socket.socket:
+        """A raw socket on the container's stdin, stdout and stderr (multiplexed)."""
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        sock = self._retry(lambda: self._api.attach_socket(container_id, params=params))
+        return getattr(sock, "_sock", sock)
+
+    def start(self, container_id: str) -> None:
+        self._retry(lambda: self._api.start(container_id))
+
+    def kill(self, container_id: str) -> None:
+        try:
+            self._retry(lambda: self._api.kill(container_id))
+        except docker.errors.APIError as exc:
+            if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
+                raise
+
+    def wait(self, container_id: str, timeout_s: float) -> dict:
+        """The container's final state (ExitCode, OOMKilled), once it has stopped."""
+        try:
+            self._api.wait(container_id, timeout=timeout_s)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            self.kill(container_id)
+        return self._retry(lambda: self._api.inspect_container(container_id))["State"]
+
+    def remove(self, container_id: str) -> None:
+        try:
+            self._retry(lambda: self._api.remove_container(container_id, force=True, v=True))
+        except docker.errors.APIError as exc:
+            if exc.status_code not in (404, 409):  # 409: removal already under way
+                raise
+
+    def sweep(self) -> int:
+        """Remove containers left behind by a process that died, or past expiry.
+
+        Containers of live processes that share this engine are left alone.
+        """
+        removed = 0
+        now = time.time()
+        for info in self._retry(lambda: self._api.containers(all=True, filters={"label": LABEL})):
+            labels = info.get("Labels") or {}
+            owner = labels.get(OWNER_LABEL, "")
+            try:
+                expired = float(labels.get(EXPIRES_LABEL, "0")) < now
+            except ValueError:
+                expired = True
+            if owner == self.owner or (not expired and _owner_alive(owner)):
+                continue
+            self.remove(info["Id"])
+            removed += 1
+        if removed:
+            log.warning("removed %d sandbox container(s) left behind by an earlier process", removed)
+        return removed
+
+    def running_containers(self) -> int:
+        return len(self._retry(lambda: self._api.containers(filters={"label": f"{OWNER_LABEL}={self.owner}"})))
+
+    def close(self) -> None:
+        self._api.close()

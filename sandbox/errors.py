@@ -1,0 +1,32 @@
+"""Failures of ours, as opposed to what the code under test did.
+
+What a program did (failed, timed out, ran out of memory) is data on a
+`RunResult`. Anything here means the sandbox could not do its job; the caller
+must not turn it into a reward.
+
+    SandboxError                 root of everything this package raises
+    ├── EngineUnavailable        the Docker engine does not answer
+    ├── ImageMissing             the sandbox image is not built
+    ├── HarnessError             the in-container harness failed (a bug of ours)
+    └── InvalidRequest           a request we cannot run (bad file names, ...)
+"""
+
+
+class SandboxError(Exception):
+    """Root of the sandbox's own failures."""
+
+
+class EngineUnavailable(SandboxError):
+    """The Docker engine could not be reached, even after retrying."""
+
+
+class ImageMissing(SandboxError):
+    """The sandbox image is not present on the engine."""
+
+
+class HarnessError(SandboxError):
+    """The harness inside the container reported a failure of its own."""
+
+
+class InvalidRequest(SandboxError, ValueError):
+    """A request that cannot be run as given."""

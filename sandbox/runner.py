@@ -1,0 +1,153 @@
+"""Runs requests in fresh containers: one container per run, destroyed after.
+
+`Sandbox` is thread-safe. It bounds the containers running at once, enforces
+each run's deadline from the host by killing the container, drains and caps
+the container's output while it runs, and retries a whole run (in a new
+container) when the engine fails under it.
+"""
+
+import logging
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from sandbox import __version__
+from sandbox.engine import DockerEngine
+from sandbox.errors import EngineUnavailable, HarnessError, SandboxError
+from sandbox.models import RunRequest, RunResult
+from sandbox.protocol import encode_request, new_nonce, parse_report
+from sandbox.verdict import ContainerFacts, judge
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMAGE = f"rewardbox/python:{__version__}"
+REPORT_MARGIN_BYTES = 1 << 20  # the harness's report: test records and output heads
+FRAME_HEADER = struct.Struct(">BxxxL")
+
+
+class Sandbox:
+    """Runs `RunRequest`s in hardened, single-use containers.
+
+    >>> with Sandbox() as box:                         # doctest: +SKIP
+    ...     result = box.run(RunRequest(files={"solution.py": "x = 1"},
+    ...                                 tests={"test_x.py": "from solution import x\\ndef test_x(): assert x == 1"}))
+    ...     result.verdict
+    <Verdict.PASSED: 'passed'>
+    """
+
+    def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = 4, engine: DockerEngine | None = None,
+                 runtime: str | None = None, retry_s: float = 60.0, sweep: bool = True):
+        self.image = image
+        self.runtime = runtime
+        self.max_containers = max_containers
+        self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
+        self.engine.require_image(image)
+        if sweep:
+            self.engine.sweep()
+        self._slots = threading.BoundedSemaphore(max_containers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.engine.close()
+
+    def submit(self, request: RunRequest) -> "Future[RunResult]":
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="rewardbox-run")
+        return self._pool.submit(self.run, request)
+
+    def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
+        """Results in the order of the requests, up to `max_containers` at once."""
+        futures = [self.submit(r) for r in requests]
+        return [f.result() for f in futures]
+
+    def run(self, request: RunRequest) -> RunResult:
+        deadline = time.monotonic() + self.engine.retry_s
+        with self._slots:
+            while True:
+                try:
+                    return self._run_once(request)
+                except (OSError, EngineUnavailable) as exc:
+                    # The engine failed under a run; nothing the code did. Start again
+                    # in a fresh container while the retry budget lasts.
+                    if time.monotonic() >= deadline:
+                        if isinstance(exc, SandboxError):
+                            raise
+                        raise EngineUnavailable(f"lost the connection to the Docker engine: {exc}") from exc
+                    log.warning("run failed on the engine side (%s); retrying in a new container", exc)
+                    time.sleep(1.0)
+
+    def _run_once(self, request: RunRequest) -> RunResult:
+        limits = request.limits
+        nonce = new_nonce()
+        name = f"rewardbox-{uuid.uuid4().hex[:16]}"
+        started = time.monotonic()
+        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime)
+        try:
+            sock = self.engine.attach(container_id)
+            try:
+                self.engine.start(container_id)
+                hard_deadline = time.monotonic() + limits.timeout_s + limits.startup_grace_s
+                sock.sendall(encode_request(request, nonce))
+                sock.shutdown(socket.SHUT_WR)
+                cap = limits.output_bytes + REPORT_MARGIN_BYTES
+                stdout, stderr, capped, deadline_hit = _drain(sock, hard_deadline, cap)
+            finally:
+                sock.close()
+            if capped or deadline_hit:
+                self.engine.kill(container_id)
+            state = self.engine.wait(container_id, timeout_s=30)
+        finally:
+            self.engine.remove(container_id)
+        report = parse_report(bytes(stdout), nonce)
+        if report is not None and report.get("phase") == "harness_error":
+            raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
+        facts = ContainerFacts(
+            deadline_hit=deadline_hit,
+            oom_killed=bool(state.get("OOMKilled")),
+            exit_code=state.get("ExitCode"),
+            output_capped=capped,
+            duration_s=round(time.monotonic() - started, 6),
+            stderr=bytes(stderr[-4096:]).decode("utf-8", "replace"),
+        )
+        return judge(report, facts)
+
+
+def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, bytearray, bool, bool]:
+    """Read the multiplexed stream until EOF, the deadline, or `cap` bytes."""
+    out, err = bytearray(), bytearray()
+    buffer = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return out, err, False, True
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            return out, err, False, True
+        if not chunk:
+            return out, err, False, False
+        buffer += chunk
+        while len(buffer) >= FRAME_HEADER.size:
+            stream, size = FRAME_HEADER.unpack_from(buffer)
+            if len(buffer) < FRAME_HEADER.size + size:
+                break
+            payload = buffer[FRAME_HEADER.size:FRAME_HEADER.size + size]
+            del buffer[:FRAME_HEADER.size + size]
+            (err if stream == 2 else out).extend(payload)
+        if len(out) + len(err) + len(buffer) > cap:
+            return out, err, True, False

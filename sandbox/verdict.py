@@ -1,0 +1,94 @@
+"""Turns what the host saw and what the harness reported into a `RunResult`.
+A pure function: no Docker, no clock."""
+
+from pydantic import BaseModel, ConfigDict
+
+from sandbox.models import Outcome, RunResult, TestResult, Verdict
+
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+_MEMORY_ERRORS = {"MemoryError"}
+
+
+class ContainerFacts(BaseModel):
+    """What the host observed, independent of anything the container said."""
+
+    model_config = ConfigDict(frozen=True)
+
+    deadline_hit: bool = False
+    oom_killed: bool = False
+    exit_code: int | None = None
+    output_capped: bool = False
+    duration_s: float = 0.0
+    stderr: str = ""
+
+
+def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
+    """The verdict of one run.
+
+    Order matters: a limit the host enforced explains everything after it, so
+    limits come first; then what the harness saw; a missing or unsigned report
+    means the harness did not finish, which the code under test caused.
+    """
+    records = (report or {}).get("records", [])
+    tests = tuple(_test_results(records))
+    common = {
+        "tests": tests,
+        "duration_s": facts.duration_s,
+        "test_duration_s": float((report or {}).get("duration_s", 0.0)),
+        "exit_code": (report or {}).get("returncode", facts.exit_code),
+        "stdout": (report or {}).get("stdout", ""),
+        "stderr": (report or {}).get("stderr", facts.stderr),
+    }
+
+    def result(verdict: Verdict, message: str = "", **extra) -> RunResult:
+        return RunResult(verdict=verdict, message=message, **{**common, **extra})
+
+    collect_errors = [r for r in records if r.get("event") == "collect_error"]
+    exc_types = {r.get("exc_type") for r in records if r.get("exc_type")}
+    if facts.oom_killed or exc_types & _MEMORY_ERRORS:
+        return result(Verdict.OUT_OF_MEMORY, "memory limit exceeded")
+    if facts.deadline_hit or (report or {}).get("timed_out"):
+        return result(Verdict.TIMEOUT, "deadline exceeded")
+    if facts.output_capped or (report or {}).get("output_exceeded"):
+        return result(Verdict.OUTPUT_LIMIT, "output limit exceeded", output_truncated=True)
+    if report is None:
+        return result(Verdict.KILLED, f"the harness did not report (container exit code {facts.exit_code})")
+    if report.get("phase") == "syntax":
+        error = report.get("syntax_error") or {}
+        return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}")
+    if collect_errors:
+        first = collect_errors[0]
+        verdict = Verdict.IMPORT_ERROR if first.get("exc_type") in _IMPORT_ERRORS else Verdict.COLLECTION_ERROR
+        return result(verdict, first.get("message") or "")
+    collected = [r for r in records if r.get("event") == "collected"]
+    if not collected or not collected[0].get("nodeids"):
+        last_line = (report.get("stdout") or "").strip().rsplit("\n", 1)[-1]
+        return result(Verdict.COLLECTION_ERROR,
+                      f"pytest collected no tests (exit status {report.get('returncode')}): {last_line}"[:2000])
+    returncode = report.get("returncode")
+    if isinstance(returncode, int) and returncode < 0:
+        return result(Verdict.KILLED, f"the test process was killed by signal {-returncode}")
+    if report.get("rejected_records") or report.get("tests_modified"):
+        failed = tuple(t.model_copy(update={"outcome": Outcome.FAILED}) for t in tests)
+        return result(Verdict.FAILED, "tampering detected: forged results or edited tests",
+                      tests=failed, tampered=True)
+    passed = bool(tests) and all(t.outcome is Outcome.PASSED for t in tests)
+    return result(Verdict.PASSED if passed else Verdict.FAILED)
+
+
+def _test_results(records: list[dict]):
+    for record in records:
+        if record.get("event") != "test":
+            continue
+        try:
+            yield TestResult(
+                nodeid=str(record["nodeid"]),
+                name=record.get("name"),
+                cls=record.get("cls"),
+                outcome=Outcome(record["outcome"]),
+                duration_s=float(record.get("duration_s") or 0.0),
+                message=record.get("message"),
+                exc_type=record.get("exc_type"),
+            )
+        except (KeyError, ValueError, TypeError):
+            continue
