@@ -1,0 +1,46 @@
+# rewardbox: `make` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
+IMAGE := rewardbox/python:$(VERSION)
+
+.DEFAULT_GOAL := help
+.PHONY: help install engine sandbox-image image-if-missing demo test test-unit test-docker clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+$(BIN)/rewardbox: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	@touch $@
+
+install: $(BIN)/rewardbox ## install rewardbox and its test tools into .venv
+
+engine: ## make sure a Docker engine runs (installs and starts one if root on Debian)
+	@bash scripts/ensure-engine.sh
+
+sandbox-image: engine ## build the sandbox image rewardbox/python:<version> (seconds when nothing changed)
+	@bash images/python/build.sh $(IMAGE)
+
+image-if-missing: engine
+	@docker image inspect $(IMAGE) >/dev/null 2>&1 || bash images/python/build.sh $(IMAGE)
+
+demo: install image-if-missing ## score examples/rollouts.jsonl and show the summary
+	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
+	@echo "results: examples/results.jsonl"
+
+test: install sandbox-image ## run both test tiers (unit, then docker) with the doctests
+	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests
+
+test-unit: install ## run the unit tier only (no Docker needed)
+	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests/unit
+
+test-docker: install sandbox-image ## run the docker tier only
+	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
+
+clean: ## remove the virtual environment and build leftovers
+	rm -rf $(VENV) build dist *.egg-info examples/results.jsonl
