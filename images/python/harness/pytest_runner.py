@@ -109,8 +109,10 @@ def main():
         key = f.read()
     plugin = RecordPlugin(key, records_fd)
     del key
-    sys.path.insert(0, WORK_DIR)  # tests import the completion as `solution`
     import pytest
+
+    # After pytest and the stdlib, so files in the work dir shadow neither.
+    sys.path.append(WORK_DIR)  # tests import the completion as `solution`
 
     args = [
         "-c", "/opt/rewardbox/pytest.ini",  # our ini: none from the work dir
