@@ -10,6 +10,7 @@ from collections import Counter
 from concurrent.futures import Future
 from typing import IO
 
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from rewards.code import CodeReward, Sample
@@ -71,11 +72,18 @@ def _sample(line: str, number: int) -> Sample | Future:
     try:
         data = json.loads(line)
         return Sample.model_validate(data)
+    except ValidationError as exc:
+        reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors())
+        return _answered(line, f"line {number}: not a rollout record: {reason}")
     except ValueError as exc:
-        done: Future[Grade] = Future()
-        done.set_result(ungradable(f"line {number}: not a rollout record: {str(exc).splitlines()[0]}"))
-        done.sample_id = _guess_id(line)  # type: ignore[attr-defined]
-        return done
+        return _answered(line, f"line {number}: not JSON: {exc}")
+
+
+def _answered(line: str, error: str) -> Future:
+    done: Future[Grade] = Future()
+    done.set_result(ungradable(error))
+    done.sample_id = _guess_id(line)  # type: ignore[attr-defined]
+    return done
 
 
 def _guess_id(line: str) -> object:

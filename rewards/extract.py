@@ -1,12 +1,14 @@
 """Finding the code in a completion: a pure function of the text."""
 
+import ast
 import re
 
 # Chat-template markers and end-of-sequence tokens that decoding with special
 # tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
-_SPECIAL_TOKENS = re.compile(
-    r"<\|[A-Za-z0-9_]+\|>|</s>|<s>|<eos>|<bos>|<pad>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]"
-)
+_CHAT_TOKENS = re.compile(r"<\|[A-Za-z0-9_]+\|>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]")
+# Tokens that also occur in ordinary code ("<s>" in an HTML string) are only
+# removed where a tokenizer puts them: at the very start or end.
+_EDGE_TOKENS = re.compile(r"^(?:\s*(?:<s>|<bos>))+|(?:(?:</s>|<eos>|<pad>)\s*)+$")
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 _OPEN_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*)\Z", re.DOTALL | re.MULTILINE)
@@ -19,7 +21,7 @@ def strip_completion(completion: str, prompt: str | None = None) -> str:
     text = completion
     if prompt and text.startswith(prompt):
         text = text[len(prompt):]
-    text = _SPECIAL_TOKENS.sub("", text)
+    text = _EDGE_TOKENS.sub("", _CHAT_TOKENS.sub("", text))
     text = _THINK.sub("", text)
     if "</think>" in text:  # the template opened <think> inside the prompt
         text = text.rsplit("</think>", 1)[1]
@@ -44,8 +46,9 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     if not blocks:
         trailing = _OPEN_FENCE.search(text)  # generation cut off inside a block
         blocks = [(trailing.group(1).lower(), trailing.group(2))] if trailing else []
-    python = [body for tag, body in blocks if tag in _PYTHON_TAGS]
-    if python:
+    tagged = [body for tag, body in blocks if tag in _PYTHON_TAGS and tag]
+    python = tagged or [body for tag, body in blocks if tag in _PYTHON_TAGS]  # an untagged block after
+    if python:                                                                # the code is often its output
         code = python[-1]
     elif blocks:
         return None  # only other languages
@@ -56,8 +59,9 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
 
 def _looks_like_code(text: str) -> bool:
     try:
-        compile(text, "<completion>", "exec", dont_inherit=True)
+        tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return bool(_CODE_LINE.search(text))
-    # Plain prose rarely compiles, but a single word does: require some structure.
-    return bool(_CODE_LINE.search(text)) or "\n" in text.strip() or "=" in text
+        return bool(_CODE_LINE.search(text))  # broken code still earns its syntax error
+    # Prose rarely parses; when it does ("Hello\nWorld"), it is bare names or constants.
+    return any(not (isinstance(node, ast.Expr) and isinstance(node.value, (ast.Name, ast.Constant)))
+               for node in tree.body)

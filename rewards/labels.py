@@ -62,7 +62,7 @@ def parse_label(raw: Any) -> Label:
     if not isinstance(raw, dict):
         raise LabelError(f"label must be a JSON object, got {type(raw).__name__}")
     kind = raw.get("kind") or next((k for k in _KINDS if k in raw), None)
-    if kind not in _KINDS:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise LabelError(f"unknown label kind {kind!r} (known: {', '.join(sorted(_KINDS))})"
                          if kind else f"cannot tell the label's format from its keys {sorted(raw)}")
     try:

@@ -32,11 +32,13 @@ FRAME_HEADER = struct.Struct(">BxxxL")
 class Sandbox:
     """Runs `RunRequest`s in hardened, single-use containers.
 
-    >>> with Sandbox() as box:                         # doctest: +SKIP
-    ...     result = box.run(RunRequest(files={"solution.py": "x = 1"},
-    ...                                 tests={"test_x.py": "from solution import x\\ndef test_x(): assert x == 1"}))
-    ...     result.verdict
-    <Verdict.PASSED: 'passed'>
+    Example (needs an engine and the image, so not a doctest)::
+
+        with Sandbox() as box:
+            result = box.run(RunRequest(
+                files={"solution.py": "x = 1"},
+                tests={"test_x.py": "from solution import x\ndef test_x(): assert x == 1"}))
+            assert result.verdict is Verdict.PASSED
     """
 
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = 4, engine: DockerEngine | None = None,

@@ -72,6 +72,9 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         failed = tuple(t.model_copy(update={"outcome": Outcome.FAILED}) for t in tests)
         return result(Verdict.FAILED, "tampering detected: forged results or edited tests",
                       tests=failed, tampered=True)
+    unreported = set(collected[0]["nodeids"]) - {t.nodeid for t in tests}
+    if unreported:
+        return result(Verdict.FAILED, f"{len(unreported)} collected test(s) never reported (the process exited early)")
     passed = bool(tests) and all(t.outcome is Outcome.PASSED for t in tests)
     return result(Verdict.PASSED if passed else Verdict.FAILED)
 

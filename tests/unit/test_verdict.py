@@ -1,0 +1,186 @@
+"""`sandbox.verdict.judge`: host facts + harness report -> `RunResult`, one branch at a time."""
+
+import pytest
+
+from sandbox import Outcome, RunResult, Verdict
+from sandbox.verdict import ContainerFacts, judge
+
+NODE_A = "test_solution.py::test_a"
+NODE_B = "test_solution.py::test_b"
+
+
+def collected(*nodeids: str) -> dict:
+    return {"event": "collected", "nodeids": list(nodeids)}
+
+
+def outcome_record(nodeid: str, outcome: str, exc_type: str | None = None, **extra) -> dict:
+    return {"event": "test", "nodeid": nodeid, "name": nodeid.rsplit("::", 1)[-1].split("[")[0], "cls": None,
+            "outcome": outcome, "duration_s": 0.01, "message": None if outcome == "passed" else "boom",
+            "exc_type": exc_type, **extra}
+
+
+def report(*records: dict, finished: bool = True, **fields) -> dict:
+    """A pytest-phase report as the supervisor sends it."""
+    end = [{"event": "finished", "exitstatus": fields.get("returncode", 0)}] if finished else []
+    return {"version": 1, "phase": "pytest", "returncode": 0, "timed_out": False, "output_exceeded": False,
+            "duration_s": 0.25, "stdout": "..\n2 passed in 0.01s", "stderr": "", "rejected_records": 0,
+            "tests_modified": False, "records": [*records, *end], **fields}
+
+
+PASSING = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), outcome_record(NODE_B, "passed"))
+HALF = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"),
+              outcome_record(NODE_B, "failed", "AssertionError"), returncode=1)
+CLEAN = ContainerFacts(exit_code=0, duration_s=1.5)
+
+
+@pytest.mark.parametrize("rep, facts, verdict", [
+    # Limits the host enforced come first: they explain everything after them.
+    pytest.param(PASSING, ContainerFacts(oom_killed=True, exit_code=137), Verdict.OUT_OF_MEMORY, id="oom-killed"),
+    pytest.param(None, ContainerFacts(oom_killed=True, exit_code=137), Verdict.OUT_OF_MEMORY, id="oom-no-report"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "MemoryError"), returncode=1), CLEAN,
+                 Verdict.OUT_OF_MEMORY, id="memory-error-in-test"),
+    pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": "MemoryError",
+                         "message": "MemoryError"}, returncode=2), CLEAN,
+                 Verdict.OUT_OF_MEMORY, id="memory-error-at-import"),
+    pytest.param(PASSING, ContainerFacts(oom_killed=True, deadline_hit=True), Verdict.OUT_OF_MEMORY,
+                 id="oom-beats-deadline"),
+    pytest.param(None, ContainerFacts(deadline_hit=True, exit_code=137), Verdict.TIMEOUT, id="deadline-hit"),
+    pytest.param(PASSING, ContainerFacts(deadline_hit=True), Verdict.TIMEOUT, id="deadline-beats-report"),
+    pytest.param(report(collected(NODE_A), timed_out=True, returncode=-9), CLEAN, Verdict.TIMEOUT,
+                 id="report-timed-out"),
+    pytest.param(None, ContainerFacts(deadline_hit=True, output_capped=True), Verdict.TIMEOUT,
+                 id="deadline-beats-output"),
+    pytest.param(None, ContainerFacts(output_capped=True, exit_code=137), Verdict.OUTPUT_LIMIT, id="output-capped"),
+    pytest.param(report(collected(NODE_A), output_exceeded=True, returncode=-9), CLEAN, Verdict.OUTPUT_LIMIT,
+                 id="report-output-exceeded"),
+    # Then what the harness saw.
+    pytest.param(None, ContainerFacts(exit_code=0), Verdict.KILLED, id="no-report-exit-0"),
+    pytest.param(None, ContainerFacts(exit_code=137), Verdict.KILLED, id="no-report-exit-137"),
+    pytest.param({"version": 1, "phase": "syntax",
+                  "syntax_error": {"file": "solution.py", "type": "SyntaxError", "message": "invalid syntax"}},
+                 CLEAN, Verdict.SYNTAX_ERROR, id="syntax"),
+    pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": "ImportError",
+                         "message": "cannot import name 'add'"}, collected(), returncode=2), CLEAN,
+                 Verdict.IMPORT_ERROR, id="import-error"),
+    pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": "ModuleNotFoundError",
+                         "message": "No module named 'numpy'"}, collected(), returncode=2), CLEAN,
+                 Verdict.IMPORT_ERROR, id="module-not-found"),
+    pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": "NameError",
+                         "message": "name 'x' is not defined"}, collected(), returncode=2), CLEAN,
+                 Verdict.COLLECTION_ERROR, id="other-collect-error"),
+    pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": None,
+                         "message": "???"}, collected(), returncode=2), CLEAN,
+                 Verdict.COLLECTION_ERROR, id="collect-error-without-type"),
+    pytest.param(report(collected(), returncode=5, stdout="\nno tests ran in 0.01s\n"), CLEAN,
+                 Verdict.COLLECTION_ERROR, id="collected-empty"),
+    pytest.param(report(returncode=4, stdout="ERROR: usage"), CLEAN, Verdict.COLLECTION_ERROR,
+                 id="no-collected-record"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "passed"), returncode=-11), CLEAN, Verdict.KILLED,
+                 id="negative-returncode"),
+    pytest.param(PASSING, CLEAN, Verdict.PASSED, id="all-passed"),
+    pytest.param(HALF, CLEAN, Verdict.FAILED, id="some-failed"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "skipped")), CLEAN, Verdict.FAILED,
+                 id="skipped-is-not-passed"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "xfailed")), CLEAN, Verdict.FAILED,
+                 id="xfailed-is-not-passed"),
+    pytest.param(report(collected(NODE_A), returncode=0), CLEAN, Verdict.FAILED, id="collected-but-no-test-records"),
+])
+def test_verdicts(rep, facts, verdict):
+    assert judge(rep, facts).verdict is verdict
+
+
+@pytest.mark.parametrize("tamper", [
+    pytest.param({"rejected_records": 3}, id="rejected-records"),
+    pytest.param({"tests_modified": True}, id="tests-modified"),
+])
+def test_tampering_fails_every_test(tamper):
+    rep = {**PASSING, **tamper}
+
+    result = judge(rep, CLEAN)
+
+    assert result.verdict is Verdict.FAILED
+    assert result.tampered is True
+    assert "tampering" in result.message
+    assert [t.nodeid for t in result.tests] == [NODE_A, NODE_B]
+    assert [t.outcome for t in result.tests] == [Outcome.FAILED, Outcome.FAILED]
+
+
+def test_untampered_run_is_not_flagged():
+    result = judge(PASSING, CLEAN)
+
+    assert result.tampered is False
+    assert [t.outcome for t in result.tests] == [Outcome.PASSED, Outcome.PASSED]
+
+
+def test_messages_say_what_happened():
+    syntax = {"version": 1, "phase": "syntax",
+              "syntax_error": {"type": "IndentationError", "message": "unexpected indent (solution.py, line 2)"}}
+    import_error = report({"event": "collect_error", "exc_type": "ImportError", "message": "cannot import name 'f'"})
+
+    assert judge(None, ContainerFacts(exit_code=139)).message == "the harness did not report (container exit code 139)"
+    assert judge(syntax, CLEAN).message == "IndentationError: unexpected indent (solution.py, line 2)"
+    assert judge({"phase": "syntax"}, CLEAN).message == "SyntaxError: "
+    assert judge(import_error, CLEAN).message == "cannot import name 'f'"
+    assert judge(report(collected(), returncode=5, stdout="\nno tests ran in 0.01s\n"), CLEAN).message == \
+        "pytest collected no tests (exit status 5): no tests ran in 0.01s"
+    assert judge(report(collected(NODE_A), returncode=-9), CLEAN).message == "the test process was killed by signal 9"
+    assert judge(None, ContainerFacts(oom_killed=True)).message == "memory limit exceeded"
+    assert judge(None, ContainerFacts(deadline_hit=True)).message == "deadline exceeded"
+    assert judge(PASSING, CLEAN).message == ""
+
+
+def test_output_limit_flags_truncation():
+    assert judge(None, ContainerFacts(output_capped=True)).output_truncated is True
+    assert judge(PASSING, CLEAN).output_truncated is False
+
+
+def test_result_carries_report_and_host_facts():
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"),
+                 outcome_record(NODE_B, "failed", "AssertionError", cls="TestX", duration_s=0.5,
+                                message="assert 1 == 2"),
+                 returncode=1, stdout="F.", stderr="warn", duration_s=0.75)
+
+    result = judge(rep, ContainerFacts(exit_code=0, duration_s=2.0, stderr="host stderr"))
+
+    assert isinstance(result, RunResult)
+    assert result.duration_s == 2.0
+    assert result.test_duration_s == 0.75
+    assert result.exit_code == 1  # pytest's status, not the container's
+    assert (result.stdout, result.stderr) == ("F.", "warn")
+    second = result.tests[1]
+    assert (second.nodeid, second.name, second.cls) == (NODE_B, "test_b", "TestX")
+    assert (second.outcome, second.duration_s, second.message, second.exc_type) == \
+        (Outcome.FAILED, 0.5, "assert 1 == 2", "AssertionError")
+
+
+def test_without_report_the_host_facts_are_used():
+    result = judge(None, ContainerFacts(exit_code=137, duration_s=3.0, stderr="Killed"))
+
+    assert (result.exit_code, result.stderr, result.stdout, result.duration_s) == (137, "Killed", "", 3.0)
+    assert result.tests == ()
+    assert result.test_duration_s == 0.0
+
+
+def test_malformed_test_records_are_dropped():
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"),
+                 {"event": "test", "outcome": "passed"},  # no nodeid
+                 {"event": "test", "nodeid": NODE_B, "outcome": "won"},  # unknown outcome
+                 {"event": "test", "nodeid": NODE_B, "outcome": "passed", "duration_s": "fast"},
+                 {"event": "other", "nodeid": NODE_B, "outcome": "passed"})
+
+    result = judge(rep, CLEAN)
+
+    assert [t.nodeid for t in result.tests] == [NODE_A]
+
+
+def test_collected_test_without_a_record_is_not_passed():
+    # test_a passes, then the code under test exits the process with status 0 before test_b runs.
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), returncode=0, finished=False)
+
+    assert judge(rep, CLEAN).verdict is Verdict.FAILED
+
+
+def test_container_facts_are_frozen():
+    with pytest.raises(ValueError, match="frozen"):
+        CLEAN.oom_killed = True
+    assert CLEAN.oom_killed is False
