@@ -45,8 +45,8 @@ bootstrap_base() {
 docker info >/dev/null 2>&1 || { log "no Docker engine answers: start one (see README)"; exit 1; }
 mkdir -p "$here/wheels"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
-  -d "$here/wheels" -r "$here/requirements.txt"
+  -d "$here/wheels" -r "$here/requirements.txt" 2> >(grep -v "is ignored" >&2)
 base=$(pick_base)
 log "building $tag on $base"
-docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=python" -t "$tag" "$here" >/dev/null
+DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=python" -t "$tag" "$here" 2> >(grep -v -i -E "deprecated|buildx|buildkit|environment-variable|^ *$" >&2) >/dev/null
 log "built $tag"
