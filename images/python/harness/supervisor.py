@@ -52,7 +52,7 @@ def write_files(directory, files, mode):
     digests = {}
     for name, text in files.items():
         path = os.path.join(directory, safe_name(name))
-        data = text.encode("utf-8", "surrogateescape")
+        data = text.encode("utf-8", "surrogatepass")  # lone surrogates reach the file, as the model wrote them
         with open(path, "wb") as f:
             f.write(data)
         os.chmod(path, mode)
@@ -77,7 +77,7 @@ def syntax_error(files):
         if not name.endswith(".py"):
             continue
         try:
-            compile(text, name, "exec", dont_inherit=True)
+            compile(text.encode("utf-8", "surrogatepass"), name, "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
             return {"file": name, "type": type(exc).__name__, "message": str(exc)[:2000]}
     return None
