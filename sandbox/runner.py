@@ -108,6 +108,13 @@ class Sandbox:
                 cap = limits.output_bytes + REPORT_MARGIN_BYTES
                 stdout, stderr, capped, deadline_hit = _drain(sock, hard_deadline, cap)
             finally:
+                # shutdown() really ends the connection; close() alone leaves it to the
+                # garbage collector while docker-py holds a reference, and the engine
+                # blocks writing to it (kill and remove then hang).
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 sock.close()
             if capped or deadline_hit:
                 self.engine.kill(container_id)

@@ -4,10 +4,13 @@ sends one signed record per event to the supervisor.
 argv: KEY_FD RECORDS_FD TEST_FILE...
 
 The key is read and its fd closed before collection, that is before any
-completion code is imported. What the completion can still do in this process
-(patch pytest, exit early) can lose it tests but cannot forge a record: the
-supervisor drops records whose signature does not match and counts them as
-tampering, and the host counts missing tests as failed.
+completion code is imported, so writing to the records pipe, pre-seeding it or
+exiting early gains nothing: the supervisor drops records whose signature does
+not match and counts them as tampering, and the host counts missing tests as
+failed. The completion is imported into this process, though: code that goes
+looking for the plugin (gc) or patches pytest's reporting can still forge
+results. That is the known limit of running a dataset's pytest module in-process
+(README, threat model).
 """
 
 import hashlib

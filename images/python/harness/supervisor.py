@@ -10,8 +10,9 @@ It never imports the completion. Protocol (see sandbox/protocol.py on the host):
 The nonce is read before any completion code runs and stays in this process,
 which makes itself non-dumpable, so code under test (same uid) can neither read
 it from /proc nor ptrace it: it cannot forge the report. Per-test records come
-from the pytest child over a pipe, each signed with a key only the child's
-plugin holds; unsigned or mis-signed records are counted as tampering.
+from the pytest child over a pipe, each signed with a key the child's plugin
+reads before the completion is imported; unsigned or mis-signed records are
+counted as tampering (see pytest_runner.py for what this does not stop).
 """
 
 import ctypes
@@ -32,6 +33,7 @@ RUNNER = "/opt/rewardbox/pytest_runner.py"
 PR_SET_DUMPABLE = 4
 KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
 MAX_RECORD_BYTES = 64 * 1024
+CHILD_EXIT_GRACE_S = 0.5
 
 
 def make_non_dumpable():
@@ -145,12 +147,19 @@ def run_pytest(test_names, timeout_s, output_limit_bytes):
     sel.register(records_file, selectors.EVENT_READ, "records")
     timed_out = output_exceeded = False
     deadline = started + timeout_s
+    exited_at = None
     while sel.get_map():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        now = time.monotonic()
+        if now >= deadline:
             timed_out = True
             break
-        for key_event, _ in sel.select(timeout=min(remaining, 1.0)):
+        # A detached grandchild can hold the pipes open after pytest exits: once
+        # pytest is gone, read what is buffered for a moment, then stop waiting.
+        if exited_at is None and child.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > CHILD_EXIT_GRACE_S:
+            break
+        for key_event, _ in sel.select(timeout=min(deadline - now, 0.1)):
             chunk = os.read(key_event.fd, 65536)
             if not chunk:
                 sel.unregister(key_event.fileobj)

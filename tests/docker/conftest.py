@@ -1,0 +1,131 @@
+"""Docker tier: real containers on a real engine.
+
+The session shares one `Sandbox` and one `CodeReward`. A missing engine or
+image is an error of the run, never a skip (design section 8: CI starts the
+engine), so the fixtures fail with the `SandboxError`'s own message.
+"""
+
+import socket
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from rewards import CodeReward
+from sandbox import Sandbox, SandboxError
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    # This hook sees every item of the session, not only ours: mark only tests/docker.
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    try:
+        box = Sandbox(max_containers=4, retry_s=20)
+    except SandboxError as exc:
+        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+    yield box
+    box.close()
+
+
+@pytest.fixture(scope="session")
+def code_reward(sandbox):
+    return CodeReward(sandbox)
+
+
+@pytest.fixture(scope="session")
+def docker_client(sandbox):
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+def _harness_processes() -> dict[int, str]:
+    """Processes on this host running the in-container harness, by pid, with
+    their command lines. Container processes are visible in the host's /proc."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue  # exited while we looked
+        if b"/opt/rewardbox/" in cmdline:
+            found[int(proc.name)] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return found
+
+
+def _process_start(pid: str) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _in_use_by_another_live_process(labels: dict, own_owner: str) -> bool:
+    """Whether a container belongs to another process that is still running and
+    within its expiry: the engine may be shared, and its runs are not ours to
+    count. Checked here independently of the sweep's own logic."""
+    owner = labels.get("rewardbox.owner", "")
+    if owner == own_owner:
+        return False
+    try:
+        if float(labels.get("rewardbox.expires", "0")) < time.time():
+            return False
+    except ValueError:
+        return False
+    host, _, rest = owner.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname():
+        return True
+    return pid.isdigit() and _process_start(pid) == started
+
+
+@pytest.fixture(scope="session")
+def harness_processes():
+    """A function listing the harness processes on this host, by pid."""
+    return _harness_processes
+
+
+@pytest.fixture(scope="session")
+def leftovers(sandbox, docker_client):
+    """A function returning what is left behind: `rewardbox` containers and
+    harness processes, except those of other live processes sharing the engine."""
+
+    def find(wait_s: float = 5.0) -> dict[str, list[str]]:
+        deadline = time.monotonic() + wait_s
+        while True:
+            containers, processes = _leftovers(sandbox.engine.owner, docker_client)
+            # Removal has returned before we look; give the kernel a moment to reap.
+            if not (containers or processes) or time.monotonic() >= deadline:
+                return {"containers": containers, "processes": processes}
+            time.sleep(0.1)
+
+    return find
+
+
+def _leftovers(own_owner: str, client: docker.DockerClient) -> tuple[list[str], list[str]]:
+    others = set()
+    containers = []
+    for container in client.api.containers(all=True, filters={"label": "rewardbox"}):
+        if _in_use_by_another_live_process(container.get("Labels") or {}, own_owner):
+            others.add(container["Id"])
+        else:
+            containers.append(f"{container['Id'][:12]} {container.get('Names')} {container.get('Labels')}")
+    processes = []
+    for pid, cmdline in _harness_processes().items():
+        try:
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue  # exited while we looked
+        if not any(container_id in cgroup for container_id in others):
+            processes.append(f"{pid}: {cmdline}")
+    return containers, processes
