@@ -14,7 +14,6 @@ help: ## list the targets
 
 $(BIN)/rewardbox: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $@
 
