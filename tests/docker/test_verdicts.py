@@ -2,27 +2,9 @@
 completion + label -> container -> `Grade`."""
 
 import pytest
+from add_task import ADD_TESTS, LABEL, NAMES, outcomes
 
 from sandbox import Outcome, Verdict
-
-ADD_TESTS = """\
-from solution import add
-
-def test_small():
-    assert add(1, 2) == 3
-
-def test_zero():
-    assert add(0, 0) == 0
-
-def test_negative():
-    assert add(-2, 5) == 3
-"""
-LABEL = {"pytest": ADD_TESTS}
-NAMES = ["test_small", "test_zero", "test_negative"]
-
-
-def outcomes(grade):
-    return [(t.name, t.outcome) for t in grade.tests]
 
 
 def test_all_pass(code_reward):
