@@ -1,0 +1,92 @@
+"""The engine wrapper's retry rules, against a fake Docker API (no engine)."""
+
+import docker.errors
+import pytest
+import requests
+import requests.exceptions
+
+from sandbox import EngineUnavailable, Limits
+from sandbox.engine import DockerEngine, _transient
+
+
+class LostAnswerAPI:
+    """Creates the container, then loses the answer once, as a dropped
+    connection would; a second create meets the name it already holds."""
+
+    def __init__(self):
+        self.containers: dict[str, str] = {}
+        self.create_calls = 0
+
+    def create_host_config(self, **kwargs):
+        return dict(kwargs)
+
+    def create_container_config(self, image, command, **kwargs):
+        return {"Image": image, **kwargs}
+
+    def create_container_from_config(self, config, name):
+        self.create_calls += 1
+        if name in self.containers:
+            response = requests.Response()
+            response.status_code = 409
+            raise docker.errors.APIError("Conflict. The container name is already in use", response=response)
+        self.containers[name] = f"id-{len(self.containers)}"
+        raise requests.exceptions.ConnectionError("connection reset by peer")
+
+    def inspect_container(self, name):
+        return {"Id": self.containers[name]}
+
+
+def engine_with(api, retry_s=5.0) -> DockerEngine:
+    engine = DockerEngine.__new__(DockerEngine)
+    engine.retry_s = retry_s
+    engine._sleep = lambda seconds: None  # retries without waiting
+    engine.owner = "host:1:1"
+    engine._api = api
+    return engine
+
+
+def test_a_create_retried_after_a_lost_answer_adopts_the_container_instead_of_making_another():
+    api = LostAnswerAPI()
+    engine = engine_with(api)
+
+    container_id = engine.create("rewardbox/python:test", Limits(), name="rewardbox-abc")
+
+    assert container_id == "id-0"
+    assert api.containers == {"rewardbox-abc": "id-0"}
+    assert api.create_calls == 2
+
+
+def test_an_engine_that_never_answers_raises_engine_unavailable_with_the_fix():
+    class DownAPI:
+        calls = 0
+
+        def inspect_image(self, image):
+            DownAPI.calls += 1
+            raise requests.exceptions.ConnectionError("no such file or directory")
+
+    engine = engine_with(DownAPI(), retry_s=0.2)
+    with pytest.raises(EngineUnavailable, match="start a Docker engine"):
+        engine.require_image("rewardbox/python:test")
+    assert DownAPI.calls >= 2  # retried before giving up
+
+
+def api_error(status: int, cls=docker.errors.APIError) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = status
+    return cls("engine said no", response=response)
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (requests.exceptions.ConnectionError("refused"), True),
+    (requests.exceptions.ReadTimeout("slow"), True),
+    (ConnectionResetError(), True),
+    (api_error(500), True),
+    (api_error(503), True),
+    (api_error(409), False),
+    (api_error(400), False),
+    (api_error(404, docker.errors.NotFound), False),
+    (docker.errors.ImageNotFound("no image"), False),
+    (ValueError("a bug of ours"), False),
+])
+def test_only_engine_side_failures_are_retried(exc, transient):
+    assert _transient(exc) is transient
