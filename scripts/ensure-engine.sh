@@ -19,7 +19,7 @@ if ! command -v dockerd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 fi
 
-if ! pgrep -x dockerd >/dev/null; then
+if ! { command -v pgrep >/dev/null && pgrep -x dockerd >/dev/null; }; then
   log "starting dockerd in the background (log: /var/log/rewardbox-dockerd.log)"
   nohup dockerd >/var/log/rewardbox-dockerd.log 2>&1 &
 fi
