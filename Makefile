@@ -14,7 +14,7 @@ help: ## list the targets
 
 $(BIN)/rewardbox: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch]'
 	@touch $@
 
 install: $(BIN)/rewardbox ## install rewardbox and its test tools into .venv

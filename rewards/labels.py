@@ -10,7 +10,7 @@ import json
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from rewards.expected import ExpectedTests, expected_tests
 from sandbox import Limits, RunRequest
@@ -39,29 +39,52 @@ class PytestLabel(BaseModel):
         return RunRequest(files={SOLUTION_FILE: code}, tests={TEST_FILE: self.pytest}, limits=limits)
 
 
-Label = PytestLabel
-_KINDS: dict[str, type[BaseModel]] = {"pytest": PytestLabel}
+class MathLabel(BaseModel):
+    """`"42"`, `42` or `{"answer": "\\frac{1}{2}"}`: the final answer to a math problem."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = "math"
+    answer: str
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+Label = PytestLabel | MathLabel
+_KINDS: dict[str, type[BaseModel]] = {"pytest": PytestLabel, "math": MathLabel}
 
 
 def parse_label(raw: Any) -> Label:
-    """A label from a dataset's label column.
+    """A label from a dataset's label column: an object, a JSON string of one,
+    or a bare math answer.
 
     >>> parse_label('{"pytest": "def test_a(): pass"}').kind
     'pytest'
+    >>> parse_label("\\\\frac{1}{2}").answer, parse_label(42).answer, parse_label('"7"').answer
+    ('\\\\frac{1}{2}', '42', '7')
     >>> try:
     ...     parse_label({"kind": "nope"})
     ... except LabelError as exc:
     ...     print(exc)
-    unknown label kind 'nope' (known: pytest)
+    unknown label kind 'nope' (known: math, pytest)
     """
-    if isinstance(raw, (str, bytes)):
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except ValueError as exc:
-            raise LabelError(f"label is not valid JSON: {exc}") from None
+            if raw.lstrip().startswith(("{", "[")):
+                raise LabelError(f"label is not valid JSON: {exc}") from None
+            raw = {"answer": raw}  # a bare answer, e.g. \\frac{1}{2}
+    if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
+        raw = {"answer": raw}
     if not isinstance(raw, dict):
-        raise LabelError(f"label must be a JSON object, got {type(raw).__name__}")
-    kind = raw.get("kind") or next((k for k in _KINDS if k in raw), None)
+        raise LabelError(f"label must be a JSON object or an answer, got {type(raw).__name__}")
+    kind = raw.get("kind") or _kind_from_keys(raw)
     if not isinstance(kind, str) or kind not in _KINDS:
         raise LabelError(f"unknown label kind {kind!r} (known: {', '.join(sorted(_KINDS))})"
                          if kind else f"cannot tell the label's format from its keys {sorted(raw)}")
@@ -69,6 +92,14 @@ def parse_label(raw: Any) -> Label:
         label = _KINDS[kind].model_validate({**raw, "kind": kind})
     except ValueError as exc:
         raise LabelError(f"bad {kind} label: {exc}") from None
-    if label.expected.total == 0:
+    if isinstance(label, PytestLabel) and label.expected.total == 0:
         raise LabelError(f"the {kind} label holds no tests")
     return label
+
+
+def _kind_from_keys(raw: dict[str, Any]) -> str | None:
+    if "pytest" in raw:
+        return "pytest"
+    if "answer" in raw:
+        return "math"
+    return None
