@@ -1,78 +1,70 @@
 """The code reward: completion + label -> sandbox run -> grade."""
 
 import logging
-from collections.abc import Iterable
 from concurrent.futures import Future
 
-from pydantic import BaseModel, ConfigDict
-
-from rewards.extract import extract_code
-from rewards.grade import Grade, grade, grade_no_code, ungradable
-from rewards.labels import Label, LabelError, parse_label
+from rewards.base import Reward, RewardOutput, Sample, done
+from rewards.grade import Grade, grade, grade_no_code
+from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
 from sandbox import Limits, RunResult, Sandbox
 
 log = logging.getLogger(__name__)
 
 
-class Sample(BaseModel):
-    """One rollout to grade. `label` is the dataset's label column, raw."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str | int | None = None
-    completion: str
-    label: object
-    prompt: str | None = None
-
-
-class CodeReward:
+class CodeReward(Reward):
     """Grades completions by running their tests in the sandbox.
 
     Thread-safe: one `CodeReward` can serve many threads; they share the
-    sandbox's bound on containers running at once.
+    sandbox's bound on containers running at once. The sandbox is created on
+    first use when none is given.
     """
+
+    name = "code"
 
     def __init__(self, sandbox: Sandbox | None = None, policy: GradingPolicy | None = None,
                  limits: Limits | None = None):
-        self.sandbox = sandbox or Sandbox()
+        self._sandbox = sandbox
         self.policy = policy or GradingPolicy()
         self.limits = limits or Limits()
 
-    def score(self, completion: str, label: object, prompt: str | None = None) -> Grade:
-        return self.submit(Sample(completion=completion, label=label, prompt=prompt)).result()
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox()
+        return self._sandbox
 
-    def score_many(self, samples: Iterable[Sample]) -> list[Grade]:
-        """Grades in the order of the samples; runs go to the sandbox in parallel."""
-        futures = [self.submit(s) for s in samples]
-        return [f.result() for f in futures]
-
-    def submit(self, sample: Sample) -> "Future[Grade]":
-        """Start grading one sample; the future holds its `Grade`, or raises a
+    def submit(self, sample: Sample) -> "Future[RewardOutput]":
+        """Start grading one sample. The future holds its output, or raises a
         `SandboxError` for a failure of ours."""
         try:
             label = parse_label(sample.label)
         except LabelError as exc:
             log.error("sample %s: unusable label: %s", sample.id, exc)
-            return _done(ungradable(str(exc)))
-        code = extract_code(sample.completion, sample.prompt)
+            return done(RewardOutput.unscorable(str(exc), verdict=None))
+        if isinstance(label, MathLabel):
+            log.error("sample %s: a math answer is not a code label", sample.id)
+            return done(RewardOutput.unscorable("a math answer is not a code label", verdict=None, kind="math"))
+        return self.submit_label(label, sample)
+
+    def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[RewardOutput]":
+        code = label.program(sample.completion, sample.prompt)
         if code is None:
-            return _done(grade_no_code(label.expected.total, self.policy))
+            return done(output(grade_no_code(label.expected.total, self.policy), label))
         run = self.sandbox.submit(label.request(code, self.limits))
-        graded: Future[Grade] = Future()
+        graded: Future[RewardOutput] = Future()
         run.add_done_callback(lambda f: _chain(f, graded, label, self.policy))
         return graded
 
 
-def _chain(run: "Future[RunResult]", graded: "Future[Grade]", label: Label, policy: GradingPolicy) -> None:
+def output(g: Grade, label: CodeLabel) -> RewardOutput:
+    """A grade as the reward's output; everything but the numbers goes to metadata."""
+    metadata = g.model_dump(mode="json", exclude={"reward", "score"})
+    return RewardOutput(reward=g.reward, score=g.score, metadata={**metadata, "kind": label.kind})
+
+
+def _chain(run: "Future[RunResult]", graded: "Future[RewardOutput]", label: CodeLabel, policy: GradingPolicy) -> None:
     try:
-        graded.set_result(grade(run.result(), label.expected, policy))
+        graded.set_result(output(grade(run.result(), label.expected, policy), label))
     except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
         graded.set_exception(exc)
-
-
-def _done(value: Grade) -> "Future[Grade]":
-    future: Future[Grade] = Future()
-    future.set_result(value)
-    return future
-

@@ -36,6 +36,8 @@ def grade(result: RunResult, expected: ExpectedTests, policy: GradingPolicy) -> 
     verdict = result.verdict
     if verdict in (Verdict.PASSED, Verdict.FAILED):
         verdict = Verdict.PASSED if total and passed == total else Verdict.FAILED
+    if verdict is Verdict.FAILED and passed == 0 and any(_case_timed_out(t) for t in result.tests):
+        verdict = Verdict.TIMEOUT  # nothing passed and cases ran out of time: a loop, not a wrong answer
     reward = policy.reward(verdict, passed, total)
     return Grade(reward=reward, score=policy.score(reward), verdict=verdict, passed=passed, total=total,
                  duration_s=result.duration_s, message=result.message, tests=result.tests)
@@ -50,3 +52,8 @@ def grade_no_code(total: int, policy: GradingPolicy) -> Grade:
 def ungradable(error: str) -> Grade:
     """A sample we cannot grade (bad label): no reward, and why."""
     return Grade(reward=None, score=None, verdict=None, error=error)
+
+
+def _case_timed_out(test: TestResult) -> bool:
+    """A generated test stopped by its per-case time limit (rbcheck.CaseTimeout)."""
+    return (test.exc_type or "").endswith("CaseTimeout")

@@ -34,6 +34,9 @@ class RunRequest(Frozen):
 
     files: dict[str, str]
     tests: dict[str, str] = Field(min_length=1)
+    test_data: str | None = Field(None, description=(
+        "data for the tests (expected values), handed to the test process in memory and never written "
+        "where the completion could read it; tests read it through the harness module rbcheck"))
     limits: Limits = Limits()
 
     @field_validator("files", "tests")

@@ -21,6 +21,7 @@ def encode_request(request: RunRequest, nonce: str) -> bytes:
         "nonce": nonce,
         "files": request.files,
         "tests": request.tests,
+        "test_data": request.test_data,
         "timeout_s": request.limits.timeout_s,
         "output_limit_bytes": request.limits.output_bytes,
     }).encode("utf-8", "surrogatepass")

@@ -1,7 +1,7 @@
 """The pytest child: runs the tests with a configuration the grader owns and
 sends one signed record per event to the supervisor.
 
-argv: KEY_FD RECORDS_FD TEST_FILE...
+argv: KEY_FD RECORDS_FD DATA_FD TEST_FILE...   (DATA_FD -1: no test data)
 
 The key is read and its fd closed before collection, that is before any
 completion code is imported, so writing to the records pipe, pre-seeding it or
@@ -13,6 +13,7 @@ results. That is the known limit of running a dataset's pytest module in-process
 (README, threat model).
 """
 
+import ctypes
 import hashlib
 import hmac
 import json
@@ -20,6 +21,8 @@ import os
 import sys
 
 WORK_DIR = "/work"
+HARNESS_DIR = "/opt/rewardbox"  # rbcheck, for generated tests
+PR_SET_DUMPABLE = 4
 MESSAGE_CHARS = 2000
 
 
@@ -107,11 +110,20 @@ def _exc_type(report):
 
 
 def main():
-    key_fd, records_fd = int(sys.argv[1]), int(sys.argv[2])
+    # The expected values of generated tests live in this process's memory: keep
+    # the completion's processes (same uid) out of /proc/<pid>/mem and fd.
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    key_fd, records_fd, data_fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     with os.fdopen(key_fd, "rb") as f:
         key = f.read()
     plugin = RecordPlugin(key, records_fd)
     del key
+    sys.path.insert(0, HARNESS_DIR)  # -I leaves the script's directory out
+    if data_fd >= 0:
+        import rbcheck
+
+        with os.fdopen(data_fd, "rb") as f:
+            rbcheck.load(f.read())
     import pytest
 
     # After pytest and the stdlib, so files in the work dir shadow neither.
@@ -125,7 +137,7 @@ def main():
         "-p", "no:stepwise",
         "--capture=no",  # output goes to the supervisor, which caps it
         "-q", "--tb=short", "--no-header",
-        *sys.argv[3:],
+        *sys.argv[4:],
     ]
     sys.exit(pytest.main(args, plugins=[plugin]))
 

@@ -3,8 +3,8 @@ process, and reports one signed line to the host.
 
 It never imports the completion. Protocol (see sandbox/protocol.py on the host):
 
-    stdin  <- one JSON object {"nonce", "files", "tests", "timeout_s",
-              "output_limit_bytes"}, then EOF
+    stdin  <- one JSON object {"nonce", "files", "tests", "test_data",
+              "timeout_s", "output_limit_bytes"}, then EOF
     stdout -> "RBREPORT <hmac-sha256(nonce, body)> <body>\n", body a JSON object
 
 The nonce is read before any completion code runs and stays in this process,
@@ -113,12 +113,22 @@ def kill_everything_else():
         pass
 
 
-def run_pytest(test_names, timeout_s, output_limit_bytes):
+def memory_file(data):
+    """An fd holding `data` that exists in no directory: the completion cannot
+    open it by path, and /proc/<pid>/fd of a non-dumpable process is closed to it."""
+    fd = os.memfd_create("rewardbox-test-data", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
     key = secrets.token_bytes(32)
     records_r, records_w = os.pipe()
     key_r, key_w = os.pipe()
     os.write(key_w, key)
     os.close(key_w)
+    data_fd = memory_file(test_data.encode("utf-8", "surrogatepass")) if test_data is not None else -1
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": WORK_DIR,
@@ -126,16 +136,18 @@ def run_pytest(test_names, timeout_s, output_limit_bytes):
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "LANG": "C.UTF-8",
     }
-    argv = [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w)]
+    argv = [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd)]
     argv += [os.path.join(TESTS_DIR, n) for n in test_names]
     started = time.monotonic()
     child = subprocess.Popen(
         argv, cwd=WORK_DIR, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=(key_r, records_w), start_new_session=True,
+        pass_fds=(key_r, records_w) + ((data_fd,) if data_fd >= 0 else ()), start_new_session=True,
     )
     os.close(key_r)
     os.close(records_w)
+    if data_fd >= 0:
+        os.close(data_fd)
 
     streams = {"stdout": Stream(), "stderr": Stream()}
     records, rejected = [], 0
@@ -229,7 +241,8 @@ def main():
             report.update(phase="syntax", syntax_error=error)
         else:
             report.update(phase="pytest", **run_pytest(
-                sorted(request["tests"]), request["timeout_s"], request["output_limit_bytes"]))
+                sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
+                request["output_limit_bytes"]))
             report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
     except Exception as exc:  # a broken request or harness: the host reports it as ours
         report.update(phase="harness_error", message=f"{type(exc).__name__}: {exc}"[:2000])

@@ -1,0 +1,309 @@
+"""Checks for generated tests (assert lists, check functions, stdin/stdout and
+call-based cases), run in the pytest process.
+
+The completion never runs in this process. Its functions run in a worker
+process (rbworker.py) and come back as plain data; its programs run as
+separate processes fed each case's input. The cases and expected values
+arrive from the supervisor through an in-memory fd (`load`), never through a
+file, so the completion cannot read what it will be compared with.
+
+Test data, one JSON object:
+    mode            "stdio" | "call" | "python"
+    cases           stdio:  [{"input": str, "output": str}]
+                    call:   [{"name": str, "args": [...], "output": value}]
+                    python: [{"source": str}]  (an assert, or a statement that asserts)
+    setup           python: module source run once in the tests' namespace
+    proxies         python: {name in the tests: name of the solution's function}
+    case_timeout_s  per test
+    float_tolerance relative and absolute, for floats in outputs
+"""
+
+import json
+import math
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+import rbwire
+
+WORKER = "/opt/rewardbox/rbworker.py"
+SOLUTION = "/work/solution.py"
+SHOW_CHARS = 300
+OUTPUT_CAP_BYTES = 16 << 20
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+
+DATA = None
+_namespace = None
+_worker = None
+_deadline = math.inf
+
+
+class CaseTimeout(AssertionError):
+    """The case ran past its time limit."""
+
+
+class WorkerError(AssertionError):
+    """The solution could not be imported, or its process died or broke the protocol."""
+
+
+def load(raw):
+    global DATA
+    DATA = json.loads(raw)
+
+
+def check(index):
+    """The body of generated test number `index`."""
+    __tracebackhide__ = True  # the failure message, not the harness's frames
+    global _deadline
+    _deadline = time.monotonic() + DATA["case_timeout_s"]
+    case = DATA["cases"][index]
+    mode = DATA["mode"]
+    if mode == "stdio":
+        _check_stdio(case)
+    elif mode == "call":
+        _check_call(case)
+    else:
+        _check_python(case)
+
+
+def show(value):
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text) if len(text) <= SHOW_CHARS else repr(text[:SHOW_CHARS]) + f"... ({len(text)} chars)"
+
+
+# -- comparisons: documented in the README ("Comparison rules") --------------
+
+def same_text(got, want, tolerance):
+    """Program output against the expected output: line by line, trailing
+    whitespace and trailing blank lines ignored; a line that differs still
+    matches when its whitespace-separated tokens are equal, numbers within
+    `tolerance`. No case folding."""
+    got_lines, want_lines = _lines(got), _lines(want)
+    if len(got_lines) != len(want_lines):
+        return False
+    return all(g == w or _same_tokens(g.split(), w.split(), tolerance) for g, w in zip(got_lines, want_lines))
+
+
+def _lines(text):
+    return text.replace("\r\n", "\n").rstrip().split("\n") if text.strip() else []
+
+
+def _same_tokens(got, want, tolerance):
+    return len(got) == len(want) and all(g == w or _close_numbers(g, w, tolerance) for g, w in zip(got, want))
+
+
+def _close_numbers(got, want, tolerance):
+    try:
+        return math.isclose(float(got), float(want), rel_tol=tolerance, abs_tol=tolerance)
+    except ValueError:
+        return False
+
+
+def same_value(got, want, tolerance):
+    """A returned value against the expected one, both plain data: tuples and
+    lists alike (JSON has no tuples), floats within `tolerance`, bools only
+    equal to bools, everything else exact."""
+    if isinstance(got, tuple):
+        got = list(got)
+    if isinstance(want, tuple):
+        want = list(want)
+    if isinstance(got, bool) or isinstance(want, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
+        if isinstance(got, float) or isinstance(want, float):
+            return math.isclose(got, want, rel_tol=tolerance, abs_tol=tolerance) or got == want
+        return got == want
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(same_value(g, w, tolerance) for g, w in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(same_value(got[k], want[k], tolerance) for k in got)
+    return type(got) is type(want) and got == want
+
+
+# -- stdin/stdout ----------------------------------------------------------
+
+def _check_stdio(case):
+    __tracebackhide__ = True
+    stdout, stderr, code = run_program(case["input"])
+    if code != 0:
+        raise AssertionError(f"the program exited with {_status(code)} on input {show(case['input'])}\n"
+                             f"stderr: {show(stderr.decode('utf-8', 'replace')[-2000:])}")
+    got = stdout.decode("utf-8", "replace")
+    if not same_text(got, case["output"], DATA["float_tolerance"]):
+        raise AssertionError(f"wrong output for input {show(case['input'])}\n"
+                             f"expected: {show(case['output'])}\ngot:      {show(got)}")
+
+
+def _status(code):
+    return f"signal {-code}" if code < 0 else f"status {code}"
+
+
+def run_program(stdin_text):
+    """Run the solution as a program on one input, within the case's deadline.
+    Returns (stdout, stderr, returncode)."""
+    __tracebackhide__ = True
+    feed = os.memfd_create("stdin")
+    os.write(feed, stdin_text.encode("utf-8", "surrogatepass"))
+    os.lseek(feed, 0, os.SEEK_SET)
+    try:
+        child = subprocess.Popen([sys.executable, "-I", "-B", SOLUTION], stdin=feed, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, cwd="/work", env=ENV, start_new_session=True)
+    finally:
+        os.close(feed)
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    sel.register(child.stdout, selectors.EVENT_READ, out)
+    sel.register(child.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            left = _deadline - time.monotonic()
+            if left <= 0:
+                raise CaseTimeout(f"the program ran past {DATA['case_timeout_s']} s on input {show(stdin_text)}")
+            for key, _ in sel.select(timeout=left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif len(key.data) < OUTPUT_CAP_BYTES:
+                    key.data.extend(chunk)
+            if len(out) >= OUTPUT_CAP_BYTES:
+                raise AssertionError(f"the program wrote more than {OUTPUT_CAP_BYTES} bytes")
+        code = child.wait(timeout=max(0.0, _deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise CaseTimeout(f"the program ran past {DATA['case_timeout_s']} s on input {show(stdin_text)}") from None
+    finally:
+        _kill_group(child)
+        child.stdout.close()
+        child.stderr.close()
+    return bytes(out), bytes(err), code
+
+
+def _kill_group(child):
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    child.wait()
+
+
+# -- calls into the solution ---------------------------------------------------
+
+class Worker:
+    """The solution imported once in its own process, answering calls."""
+
+    def __init__(self):
+        __tracebackhide__ = True
+        requests_r, self.requests = os.pipe()
+        self.replies, replies_w = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-B", WORKER, str(requests_r), str(replies_w)],
+            stdin=subprocess.DEVNULL, cwd="/work", env=ENV, pass_fds=(requests_r, replies_w),
+            start_new_session=True)
+        os.close(requests_r)
+        os.close(replies_w)
+        hello = self._read()
+        if "import_error" in hello:
+            self.close()
+            error = hello["import_error"]
+            raise WorkerError(f"importing the solution failed: {error.get('type')}: {error.get('message')}\n"
+                              f"{error.get('traceback', '')}")
+
+    def call(self, name, args, kwargs):
+        __tracebackhide__ = True
+        rbwire.write_frame(self.requests, {"name": name, "args": rbwire.encode(list(args)),
+                                           "kwargs": rbwire.encode(dict(kwargs))})
+        reply = self._read()
+        if "raised" in reply:
+            error = reply["raised"]
+            raise AssertionError(f"{name}() raised {error.get('type')}: {error.get('message')}\n"
+                                 f"{error.get('traceback', '')}")
+        return rbwire.decode(reply["value"])
+
+    def _read(self):
+        __tracebackhide__ = True
+        def wait(fd):
+            left = _deadline - time.monotonic()
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                if left <= 0 or not sel.select(timeout=left):
+                    raise CaseTimeout(f"the call ran past {DATA['case_timeout_s']} s")
+
+        try:
+            reply = rbwire.read_frame(self.replies, wait)
+        except EOFError:
+            code = self.process.wait()
+            raise WorkerError(f"the solution's process ended ({_status(code)}) before answering") from None
+        except rbwire.WireError as exc:
+            raise WorkerError(f"the solution's process broke the protocol: {exc}") from None
+        if not isinstance(reply, dict):
+            raise WorkerError("the solution's process broke the protocol")
+        return reply
+
+    def close(self):
+        for fd in (self.requests, self.replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        _kill_group(self.process)
+
+
+def call(name, *args, **kwargs):
+    """Call the solution's `name` in the worker; a timeout or a dead worker
+    costs this test, and the next call starts a fresh worker."""
+    __tracebackhide__ = True
+    global _worker
+    if _worker is None:
+        _worker = Worker()
+    try:
+        return _worker.call(name, args, kwargs)
+    except (CaseTimeout, WorkerError, OSError):
+        _worker.close()
+        _worker = None
+        raise
+
+
+class Proxy:
+    """Stands in the tests' namespace for a function of the solution."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True
+        return call(self._name, *args, **kwargs)
+
+    def __repr__(self):
+        return f"<solution.{self._name}>"
+
+
+def _check_call(case):
+    __tracebackhide__ = True
+    got = call(case["name"], *case["args"])
+    want = case["output"]
+    tolerance = DATA["float_tolerance"]
+    # APPS wraps each expected return value in a list of one.
+    if same_value(got, want, tolerance) or (isinstance(want, list) and len(want) == 1
+                                            and same_value(got, want[0], tolerance)):
+        return
+    raise AssertionError(f"{case['name']}({', '.join(show(a) for a in case['args'])})\n"
+                         f"expected: {show(want)}\ngot:      {show(got)}")
+
+
+def _check_python(case):
+    global _namespace
+    __tracebackhide__ = True
+    if _namespace is None:
+        _namespace = {"__name__": "rewardbox_tests"}
+        exec(compile(DATA.get("setup") or "", "<setup>", "exec"), _namespace)
+        # Into the setup's own globals: functions it defines (check) call the solution too.
+        _namespace.update({alias: Proxy(name) for alias, name in DATA["proxies"].items()})
+    namespace = dict(_namespace)
+    try:
+        exec(compile(case["source"], "<test>", "exec"), namespace)
+    except AssertionError as exc:
+        if str(exc):
+            raise
+        raise AssertionError(f"failed: {show(case['source'])}") from None

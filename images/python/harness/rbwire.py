@@ -1,0 +1,96 @@
+"""Plain data across the boundary between the test process and the
+completion's worker process: length-prefixed JSON frames, and a strict
+encoding of Python values.
+
+Only values of exact builtin types cross (a subclass of int with an `__eq__`
+that is always true is refused), so whatever the completion returns, the test
+process compares plain data that it decoded itself.
+"""
+
+import base64
+import json
+import os
+import struct
+
+MAX_FRAME_BYTES = 64 << 20
+_HEADER = struct.Struct(">I")
+
+
+class WireError(Exception):
+    """A frame or value that does not follow the protocol."""
+
+
+def encode(value):
+    """A JSON-ready tree for `value`, or TypeError for anything but plain data."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [encode(v) for v in value]
+    if kind is tuple:
+        return {"$": "tuple", "v": [encode(v) for v in value]}
+    if kind is dict:
+        return {"$": "dict", "v": [[encode(k), encode(v)] for k, v in value.items()]}
+    if kind in (set, frozenset):
+        return {"$": kind.__name__, "v": [encode(v) for v in value]}
+    if kind is bytes:
+        return {"$": "bytes", "v": base64.b64encode(value).decode()}
+    if kind is complex:
+        return {"$": "complex", "v": [value.real, value.imag]}
+    raise TypeError(f"a {kind.__name__} cannot cross the sandbox boundary (only plain data: "
+                    "None, bool, int, float, str, bytes, complex, list, tuple, dict, set)")
+
+
+def decode(tree):
+    """The value `encode` described; every tag is checked."""
+    kind = type(tree)
+    if tree is None or kind in (bool, int, float, str):
+        return tree
+    if kind is list:
+        return [decode(v) for v in tree]
+    if kind is not dict or set(tree) != {"$", "v"}:
+        raise WireError(f"not an encoded value: {str(tree)[:80]}")
+    tag, body = tree["$"], tree["v"]
+    if tag == "tuple":
+        return tuple(decode(v) for v in body)
+    if tag == "dict":
+        return {decode(k): decode(v) for k, v in body}
+    if tag == "set":
+        return {decode(v) for v in body}
+    if tag == "frozenset":
+        return frozenset(decode(v) for v in body)
+    if tag == "bytes":
+        return base64.b64decode(body)
+    if tag == "complex":
+        return complex(float(body[0]), float(body[1]))
+    raise WireError(f"unknown tag {tag!r}")
+
+
+def write_frame(fd, message):
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    data = _HEADER.pack(len(body)) + body
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def read_exactly(fd, size, wait):
+    """`size` bytes from fd; `wait(fd)` blocks until readable or raises."""
+    chunks, missing = [], size
+    while missing:
+        wait(fd)
+        chunk = os.read(fd, min(missing, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the channel")
+        chunks.append(chunk)
+        missing -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd, wait=lambda fd: None):
+    (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size, wait))
+    if size > MAX_FRAME_BYTES:
+        raise WireError(f"frame of {size} bytes is over the limit")
+    try:
+        return json.loads(read_exactly(fd, size, wait))
+    except ValueError as exc:
+        raise WireError(f"frame is not JSON: {exc}") from None

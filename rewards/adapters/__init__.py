@@ -1,0 +1,150 @@
+"""Adapters: any rewardbox `Reward` behind a trainer's own reward interface.
+
+One module per trainer (`openrlhf`, `trl`, `verl`, `flux`, `agentfly`,
+`twinkle`), each matching that trainer's calling convention duck-typed: no
+trainer is a dependency. The names below load their module on first use, so
+importing this package pulls in no trainer and no torch (only the OpenRLHF
+adapter needs it).
+
+What the adapters share lives here: the process-wide default reward, the
+reading of chat messages, the numbers every sample reports and scoring from
+async code.
+"""
+
+import asyncio
+import importlib
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from rewards.base import Reward, RewardOutput, Sample
+
+_EXPORTS = {
+    "CodingEpisode": "openrlhf",
+    "FluxReward": "flux",
+    "OpenRLHFReward": "openrlhf",
+    "RewardBatch": "flux",
+    "TrlReward": "trl",
+    "TwinkleReward": "twinkle",
+    "VerlReward": "verl",
+    "agentfly_async_reward": "agentfly",
+    "agentfly_reward": "agentfly",
+    "grpo_advantage": "twinkle",
+    "make_compute_score": "verl",
+    "trl_async_reward": "trl",
+    "trl_reward": "trl",
+}
+
+__all__ = sorted([*_EXPORTS, "completion_text", "default_reward", "last_message", "message_text", "outcome_stats",
+                  "prompt_text", "score_async"])
+
+_default: tuple[int, Reward] | None = None
+_default_lock = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+def default_reward() -> Reward:
+    """The reward adapters use when given none: one `CorrectnessReward` per
+    process, made on first use so that loading an adapter costs nothing."""
+    global _default
+    with _default_lock:
+        # A forked worker (Ray, a process pool) inherits the parent's reward with
+        # its engine connection and threads, none of which work in the child.
+        if _default is None or _default[0] != os.getpid():
+            from rewards.correctness import CorrectnessReward
+
+            _default = (os.getpid(), CorrectnessReward())
+        return _default[1]
+
+
+def message_text(message: Any) -> str:
+    """The text of a chat message or of its content; content may be a string
+    or a list of parts (`{"type": "text", "text": ...}`).
+
+    >>> message_text({"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    'ab'
+    >>> message_text("plain"), message_text(None)
+    ('plain', '')
+    """
+    if isinstance(message, dict) and "content" in message:
+        message = message["content"]
+    if message is None:
+        return ""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, dict):
+        return str(message.get("text") or "")
+    if isinstance(message, Sequence):
+        return "".join(message_text(part) for part in message)
+    return str(message)
+
+
+def last_message(messages: Sequence[Any], role: str) -> Any:
+    """The last message with `role`, else the last message, else None."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == role:
+            return message
+    return messages[-1] if messages else None
+
+
+def completion_text(completion: Any) -> str:
+    """A completion as text: a string, or a chat list whose last assistant
+    message is the completion."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence):
+        return message_text(last_message(completion, "assistant"))
+    return message_text(completion)
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """A prompt as text: a string, or a chat list whose last user message is
+    what the model answered (code to continue, for HumanEval-style prompts).
+
+    >>> prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "def f():"}])
+    'def f():'
+    """
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        return message_text(last_message(prompt, "user")) if prompt else None
+    return message_text(prompt)
+
+
+def outcome_stats(output: RewardOutput) -> dict[str, float]:
+    """Numbers every sample has, for trainers that average extra keys: `acc`
+    (solved), `pass_rate` (tests passed / expected) and `unscorable` (the
+    label could not be used).
+
+    >>> outcome_stats(RewardOutput(reward=0.5, score=0.75, metadata={"verdict": "failed", "passed": 1, "total": 2}))
+    {'acc': 0.0, 'pass_rate': 0.5, 'unscorable': 0.0}
+    """
+    meta = output.metadata
+    acc = 1.0 if meta.get("verdict") == "passed" else 0.0
+    passed, total = meta.get("passed"), meta.get("total")
+    has_counts = isinstance(passed, int) and isinstance(total, int) and total > 0
+    return {
+        "acc": acc,
+        "pass_rate": passed / total if has_counts else acc,
+        "unscorable": float(output.reward is None),
+    }
+
+
+async def score_async(reward: Reward, samples: Sequence[Sample]) -> list[RewardOutput]:
+    """`reward.score_many` without blocking the event loop: a reward with its
+    own `submit` hands out futures at once (they are awaited, no thread held
+    per sample); one that only scores runs in a worker thread."""
+    if type(reward).submit is not Reward.submit:
+        futures = [reward.submit(sample) for sample in samples]
+        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+    return await asyncio.to_thread(reward.score_many, samples)

@@ -1,0 +1,112 @@
+"""A weighted sum of rewards, e.g. correctness plus a little format.
+
+Every component gets the sample before any result is awaited, so slow
+components (the sandbox) run side by side. The sum is taken when the last
+component is done, on the thread that finished it; no thread waits for it.
+
+A component that cannot score the sample (reward None: its label is unusable)
+makes the whole sample unscorable. Otherwise a dataset error in the main reward
+would turn into a low total, a penalty the model did not earn.
+"""
+
+import math
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from rewards.base import Reward, RewardOutput, Sample
+
+
+class CompositeReward(Reward):
+    """`reward = Σ wᵢ·rewardᵢ`, `score = Σ wᵢ·scoreᵢ`.
+
+    With `normalize` (the default) the weights are scaled to sum to 1, so the
+    score, a convex mix of scores in [0, 1], stays in [0, 1]. Without it the
+    weights are used as given and the score is clipped into [0, 1]; the reward
+    is not clipped.
+
+    Components are named by their `name`; a repeated name gets a suffix
+    (`format`, `format#2`). Metadata: `components` holds each component's
+    `{reward, score, metadata}` by name, `weights` the weights used, and
+    `verdict` is the first component's (so the pass and timeout rates of the
+    main reward can be logged from the composite). Token rewards are not
+    combined.
+
+    >>> from rewards.format import FormatReward
+    >>> mix = CompositeReward([(FormatReward.think_answer(), 3), (FormatReward.one_code_block(), 1)])
+    >>> out = mix("<think>?</think><answer>42</answer>")
+    >>> out.reward, out.metadata["weights"], out.metadata["verdict"]
+    (0.75, {'format_think_answer': 0.75, 'format_one_code_block': 0.25}, 'passed')
+    """
+
+    def __init__(self, components: Iterable[tuple[Reward, float]], normalize: bool = True, *, name: str = "composite"):
+        pairs = list(components)
+        if not pairs:
+            raise ValueError("a composite reward needs at least one component")
+        for reward, weight in pairs:
+            if not isinstance(reward, Reward):
+                raise TypeError(f"not a Reward: {reward!r}")
+            if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"weight of {reward.name!r} must be a finite number >= 0, got {weight!r}")
+        total = sum(weight for _, weight in pairs)
+        if total <= 0:
+            raise ValueError("the weights must not all be 0")
+        self.name = name
+        self.normalize = normalize
+        self.components: list[tuple[str, Reward, float]] = [
+            (key, reward, weight / total if normalize else float(weight))
+            for key, (reward, weight) in zip(_unique_names(r.name for r, _ in pairs), pairs)
+        ]
+
+    def submit(self, sample: Sample) -> "Future[RewardOutput]":
+        futures = [reward.submit(sample) for _, reward, _ in self.components]
+        combined: Future[RewardOutput] = Future()
+        pending = [len(futures)]
+        lock = threading.Lock()
+
+        def on_done(_: Future) -> None:
+            with lock:
+                pending[0] -= 1
+                if pending[0]:
+                    return
+            try:
+                combined.set_result(self.combine([f.result() for f in futures]))
+            except BaseException as exc:  # noqa: BLE001 - a component's failure of ours, handed to the waiter
+                combined.set_exception(exc)
+
+        for future in futures:
+            future.add_done_callback(on_done)
+        return combined
+
+    def combine(self, outputs: list[RewardOutput]) -> RewardOutput:
+        """The weighted sum of the components' outputs, in component order."""
+        components = {key: {"reward": out.reward, "score": out.score, "metadata": out.metadata}
+                      for (key, _, _), out in zip(self.components, outputs)}
+        metadata: dict[str, Any] = {
+            "verdict": outputs[0].metadata.get("verdict"),
+            "components": components,
+            "weights": {key: weight for key, _, weight in self.components},
+        }
+        for (key, _, _), out in zip(self.components, outputs):
+            if out.reward is None or out.score is None:
+                error = out.metadata.get("error") or "no reward"
+                return RewardOutput.unscorable(f"{key}: {error}", **metadata)
+        reward = sum(weight * out.reward for (_, _, weight), out in zip(self.components, outputs))
+        score = sum(weight * out.score for (_, _, weight), out in zip(self.components, outputs))
+        return RewardOutput(reward=reward, score=min(1.0, max(0.0, score)), metadata=metadata)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{key}={weight:g}" for key, _, weight in self.components)
+        return f"CompositeReward({parts})"
+
+
+def _unique_names(names: Iterable[str]) -> list[str]:
+    unique: list[str] = []
+    for name in names:
+        candidate, n = name, 1
+        while candidate in unique:
+            n += 1
+            candidate = f"{name}#{n}"
+        unique.append(candidate)
+    return unique

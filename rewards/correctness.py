@@ -1,0 +1,40 @@
+"""The reward a label calls for: code labels run in the sandbox, math answers
+go to the math checker. One reward for a mixed dataset."""
+
+from concurrent.futures import Future
+
+from rewards.base import Reward, RewardOutput, Sample
+from rewards.code import CodeReward
+from rewards.labels import LabelError, MathLabel, parse_label
+from rewards.policy import GradingPolicy
+from sandbox import Limits, Sandbox
+
+
+class CorrectnessReward(Reward):
+    """Dispatches each sample by its label: `CodeReward` or `MathReward`.
+    Both are created on first use, so a math-only run needs no Docker engine."""
+
+    name = "correctness"
+
+    def __init__(self, sandbox: Sandbox | None = None, policy: GradingPolicy | None = None,
+                 limits: Limits | None = None, code: CodeReward | None = None, math: Reward | None = None):
+        self.code = code or CodeReward(sandbox, policy, limits)
+        self._math = math
+
+    @property
+    def math(self) -> Reward:
+        if self._math is None:
+            from rewards.math import MathReward
+
+            self._math = MathReward()
+        return self._math
+
+    def submit(self, sample: Sample) -> "Future[RewardOutput]":
+        try:
+            label = parse_label(sample.label)
+        except LabelError:
+            return self.code.submit(sample)  # logs and answers "unscorable" the one way
+        if isinstance(label, MathLabel):
+            return self.math.submit(sample)
+        return self.code.submit_label(label, sample)
+
