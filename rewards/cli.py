@@ -5,27 +5,32 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
-from typing import IO
+from typing import IO, Any
 
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from rewards.code import CodeReward, Sample
-from rewards.grade import Grade, ungradable
-from rewards.policy import GradingPolicy
-from sandbox import DEFAULT_IMAGE, Limits, Sandbox, SandboxError
+from rewards.base import RewardOutput, Sample
+from rewards.registry import UnknownRewardError, configured_registry
+from sandbox import DEFAULT_IMAGE, Limits, RunRequest, RunResult, Sandbox, SandboxError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rewardbox", description="Sandboxed code-execution rewards.")
     commands = parser.add_subparsers(dest="command", required=True)
-    score = commands.add_parser("score", help="grade a JSONL file of rollouts",
-                                description="Grade rollouts {id, completion, label, prompt?}, one JSON object per line.")
+    score = commands.add_parser("score", help="score a JSONL file of rollouts",
+                                description="Score rollouts {id, completion, label, prompt?}, one JSON object per line. "
+                                            "Labels may be of any format (pytest, asserts, check, stdio, call, open-r1, "
+                                            "math), mixed in one file.")
     score.add_argument("input", help="JSONL of rollouts, or - for standard input")
     score.add_argument("-o", "--output", default="-", help="JSONL of results, or - for standard output (default)")
+    score.add_argument("-r", "--reward", default="correctness",
+                       help="a registered reward or a mix such as 'correctness=0.9,format_one_code_block=0.1' "
+                            f"(built in: {', '.join(configured_registry().names())}; default: correctness)")
     score.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 2, help="containers at once")
     score.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
     score.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
@@ -38,39 +43,63 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return _score(args)
-    except SandboxError as exc:
+    except (SandboxError, UnknownRewardError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
 
 
 def _score(args: argparse.Namespace) -> int:
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+    sandbox = _LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)
+    reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)  # type: ignore[arg-type]
     with _open(args.input, "r") as source, _open(args.output, "w") as sink:
         samples = [_sample(line, n) for n, line in enumerate(source, 1) if line.strip()]
-        with Sandbox(image=args.image, max_containers=args.workers, runtime=args.runtime) as sandbox:
-            reward = CodeReward(sandbox, GradingPolicy(), limits)
+        try:
             started = time.monotonic()
             bar = tqdm(total=len(samples), unit="sample", disable=args.no_progress or not sys.stderr.isatty(),
                        file=sys.stderr)
             futures = [s if isinstance(s, Future) else reward.submit(s) for s in samples]
             for f in futures:
                 f.add_done_callback(lambda _: bar.update())
-            grades = []
+            outputs = []
             for sample, future in zip(samples, futures):
-                g = future.result()
-                grades.append(g)
-                sink.write(json.dumps(_record(sample, g)) + "\n")
+                out = future.result()
+                outputs.append(out)
+                sink.write(json.dumps(_record(sample, out)) + "\n")
                 sink.flush()
             bar.close()
             elapsed = time.monotonic() - started
-    print(_summary(grades, elapsed), file=sys.stderr)
+        finally:
+            sandbox.close()
+    print(_summary(outputs, elapsed), file=sys.stderr)
     return 0
+
+
+class _LazySandbox:
+    """A Sandbox made on first use: a math-only file needs no Docker engine."""
+
+    def __init__(self, **options: Any):
+        self._options = options
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, request: RunRequest) -> "Future[RunResult]":
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = Sandbox(**self._options)
+        return self._sandbox.submit(request)
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
 
 
 def _sample(line: str, number: int) -> Sample | Future:
     """A sample, or for a line we cannot read, an answered error (nothing is dropped)."""
     try:
         data = json.loads(line)
+        if isinstance(data, dict) and isinstance(data.get("completion"), list):
+            data = {**data, "completion": _last_assistant(data["completion"])}
         return Sample.model_validate(data)
     except ValidationError as exc:
         reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors())
@@ -79,9 +108,17 @@ def _sample(line: str, number: int) -> Sample | Future:
         return _answered(line, f"line {number}: not JSON: {exc}")
 
 
+def _last_assistant(messages: list[Any]) -> Any:
+    """A chat-format completion's text: its last assistant message."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "assistant" and isinstance(message.get("content"), str):
+            return message["content"]
+    return messages  # left for validation to refuse
+
+
 def _answered(line: str, error: str) -> Future:
-    done: Future[Grade] = Future()
-    done.set_result(ungradable(error))
+    done: Future[RewardOutput] = Future()
+    done.set_result(RewardOutput.unscorable(error, verdict=None))
     done.sample_id = _guess_id(line)  # type: ignore[attr-defined]
     return done
 
@@ -93,33 +130,31 @@ def _guess_id(line: str) -> object:
         return None
 
 
-def _record(sample: Sample | Future, g: Grade) -> dict:
+def _record(sample: Sample | Future, out: RewardOutput) -> dict:
+    """One result line: the id, the numbers, then the reward's metadata
+    (messages cut to 500 characters, tests to their outcomes)."""
     sample_id = sample.id if isinstance(sample, Sample) else getattr(sample, "sample_id", None)
-    return {
-        "id": sample_id,
-        "reward": g.reward,
-        "score": g.score,
-        "verdict": g.verdict.value if g.verdict else None,
-        "passed": g.passed,
-        "total": g.total,
-        "duration_s": round(g.duration_s, 4),
-        "message": g.message[:500],
-        "error": g.error,
-        "tests": [{"nodeid": t.nodeid, "outcome": t.outcome.value, "duration_s": t.duration_s} for t in g.tests],
-    }
+    metadata = dict(out.metadata)
+    if isinstance(metadata.get("message"), str):
+        metadata["message"] = metadata["message"][:500]
+    if isinstance(metadata.get("duration_s"), float):
+        metadata["duration_s"] = round(metadata["duration_s"], 4)
+    if isinstance(metadata.get("tests"), list):
+        metadata["tests"] = [{k: t.get(k) for k in ("nodeid", "outcome", "duration_s")} for t in metadata["tests"]]
+    return {"id": sample_id, "reward": out.reward, "score": out.score, "verdict": metadata.pop("verdict", None),
+            "error": metadata.pop("error", None), **metadata}
 
 
-def _summary(grades: list[Grade], elapsed_s: float) -> str:
-    graded = [g for g in grades if g.reward is not None]
-    verdicts = Counter(g.verdict.value if g.verdict else "ungradable" for g in grades)
-    mean = sum(g.reward for g in graded) / len(graded) if graded else 0.0
-    passed = sum(g.verdict is not None and g.verdict.value == "passed" for g in grades)
+def _summary(outputs: list[RewardOutput], elapsed_s: float) -> str:
+    scored = [o.reward for o in outputs if o.reward is not None]
+    verdicts = Counter(str(o.metadata.get("verdict") or "unscorable") for o in outputs)
+    mean = sum(scored) / len(scored) if scored else 0.0
     lines = [
-        f"samples      {len(grades)}",
+        f"samples      {len(outputs)}",
         f"mean reward  {mean:.3f}",
-        f"pass rate    {passed / len(grades) if grades else 0.0:.3f}",
+        f"pass rate    {verdicts['passed'] / len(outputs) if outputs else 0.0:.3f}",
         "verdicts     " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())),
-        f"throughput   {len(grades) / elapsed_s if elapsed_s > 0 else 0.0:.2f} samples/s ({elapsed_s:.1f} s)",
+        f"throughput   {len(outputs) / elapsed_s if elapsed_s > 0 else 0.0:.2f} samples/s ({elapsed_s:.1f} s)",
     ]
     return "\n".join(lines)
 

@@ -43,28 +43,28 @@ class CodeReward(Reward):
             log.error("sample %s: unusable label: %s", sample.id, exc)
             return done(RewardOutput.unscorable(str(exc), verdict=None))
         if isinstance(label, MathLabel):
-            log.error("sample %s: a math answer is not a code label", sample.id)
+            log.error("sample %s: unusable label: a math answer is not a code label", sample.id)
             return done(RewardOutput.unscorable("a math answer is not a code label", verdict=None, kind="math"))
         return self.submit_label(label, sample)
 
     def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[RewardOutput]":
         code = label.program(sample.completion, sample.prompt)
         if code is None:
-            return done(output(grade_no_code(label.expected.total, self.policy), label))
+            return done(output(grade_no_code(label.expected.total, self.policy), label.kind))
         run = self.sandbox.submit(label.request(code, self.limits))
         graded: Future[RewardOutput] = Future()
         run.add_done_callback(lambda f: _chain(f, graded, label, self.policy))
         return graded
 
 
-def output(g: Grade, label: CodeLabel) -> RewardOutput:
+def output(g: Grade, kind: str) -> RewardOutput:
     """A grade as the reward's output; everything but the numbers goes to metadata."""
     metadata = g.model_dump(mode="json", exclude={"reward", "score"})
-    return RewardOutput(reward=g.reward, score=g.score, metadata={**metadata, "kind": label.kind})
+    return RewardOutput(reward=g.reward, score=g.score, metadata={**metadata, "kind": kind})
 
 
 def _chain(run: "Future[RunResult]", graded: "Future[RewardOutput]", label: CodeLabel, policy: GradingPolicy) -> None:
     try:
-        graded.set_result(output(grade(run.result(), label.expected, policy), label))
+        graded.set_result(output(grade(run.result(), label.expected, policy), label.kind))
     except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
         graded.set_exception(exc)

@@ -16,12 +16,15 @@ _PYTHON_TAGS = {"", "python", "python3", "py"}
 _CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if __name__)", re.MULTILINE)
 
 
-def strip_completion(completion: str, prompt: str | None = None) -> str:
-    """The response alone: without the prompt, special tokens or reasoning."""
+def strip_completion(completion: str, prompt: str | None = None, keep_think: bool = False) -> str:
+    """The response alone: without the prompt, special tokens or (unless
+    `keep_think`) reasoning."""
     text = completion
     if prompt and text.startswith(prompt):
         text = text[len(prompt):]
     text = _EDGE_TOKENS.sub("", _CHAT_TOKENS.sub("", text))
+    if keep_think:
+        return text
     text = _THINK.sub("", text)
     if "</think>" in text:  # the template opened <think> inside the prompt
         text = text.rsplit("</think>", 1)[1]

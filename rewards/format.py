@@ -20,7 +20,7 @@ from rewards.base import Reward, RewardOutput, Sample
 
 # Private regexes shared on purpose: the format check removes exactly the
 # tokens that code extraction removes, but keeps the reasoning.
-from rewards.extract import _CHAT_TOKENS, _EDGE_TOKENS, strip_completion
+from rewards.extract import strip_completion
 
 # Chat templates of reasoning models (DeepSeek-R1, Qwen3) end the prompt with
 # "<think>": the model's text then starts inside the reasoning.
@@ -105,8 +105,7 @@ def response_text(completion: str, prompt: str | None = None, keep_think: bool =
     """
     if not keep_think:
         return strip_completion(completion, prompt)
-    text = completion[len(prompt):] if prompt and completion.startswith(prompt) else completion
-    text = _EDGE_TOKENS.sub("", _CHAT_TOKENS.sub("", text))
+    text = strip_completion(completion, prompt, keep_think=True)
     if prompt and _PROMPT_OPENS_THINK.search(prompt) and not text.lstrip().startswith("<think>"):
         text = "<think>" + text
     return text

@@ -49,11 +49,6 @@ def grade_no_code(total: int, policy: GradingPolicy) -> Grade:
                  message="no code found in the completion")
 
 
-def ungradable(error: str) -> Grade:
-    """A sample we cannot grade (bad label): no reward, and why."""
-    return Grade(reward=None, score=None, verdict=None, error=error)
-
-
 def _case_timed_out(test: TestResult) -> bool:
     """A generated test stopped by its per-case time limit (rbcheck.CaseTimeout)."""
     return (test.exc_type or "").endswith("CaseTimeout")

@@ -141,12 +141,12 @@ def _start_worker(memory_mb: int | None) -> None:
 
 
 def _judge(answer: str | None, gold: str) -> tuple[bool | None, str | None]:
-    """(passed, the answer as parsed); passed is None when the gold answer does not parse."""
+    """(passed, the answer as parsed); passed is None when the gold answer is not math."""
     from math_verify import verify
 
     expected = _parse_gold(gold)
-    if not expected:
-        return None, None
+    if not any(not isinstance(item, str) for item in expected):
+        return None, None  # only math-verify's fallback text: nothing to compare an answer with
     predicted = _parse(answer) if answer else []
     if not predicted:
         return False, None
@@ -160,6 +160,8 @@ def _parse_gold(gold: str) -> tuple[Any, ...]:
 
 
 def _parse(text: str) -> list[Any]:
+    """math-verify's reading of an answer: the first form of it that parses
+    to math, else the first that it matched as text only."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     text = _DIGIT_GROUP_SPACE.sub("", text.replace("\\$", "")).strip()
@@ -171,11 +173,13 @@ def _parse(text: str) -> list[Any]:
     else:
         forms = [wrapped, text]  # bare LaTeX: "3\sqrt{3}" unwrapped would be read as 3
     config = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    fallback: list[Any] = []
     for form in forms:
         parsed = parse(form, extraction_config=config, parsing_timeout=None)
-        if parsed:
+        if any(not isinstance(item, str) for item in parsed):
             return parsed
-    return []
+        fallback = fallback or parsed
+    return fallback
 
 
 class _Job:

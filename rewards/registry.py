@@ -20,12 +20,16 @@ import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.composite import CompositeReward
 from rewards.format import FormatReward
 from rewards.length import LengthReward
+
+if TYPE_CHECKING:
+    from rewards.policy import GradingPolicy
+    from sandbox import Limits, Sandbox
 
 # "=", "," and "#" have meanings in specs and composite names.
 _NAME = re.compile(r"[^\s=,#]+")
@@ -183,9 +187,10 @@ def _number(value: Any, what: str) -> float:
 class Registry:
     """Rewards and reward factories by lower-case name. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: "Registry | None" = None) -> None:
         self._entries: dict[str, Reward | Callable[[], Reward]] = {}
         self._lock = threading.RLock()  # reentrant: a factory may look up other rewards
+        self.fallback = fallback  # asked for names this registry lacks
 
     def register(self, name: str, reward: Reward | Callable[[], Reward], replace: bool = False) -> None:
         """Registers a reward, or a factory (e.g. a Reward class) called on first `get`."""
@@ -202,6 +207,8 @@ class Registry:
     def get(self, name: str) -> Reward:
         key = name.strip().lower()
         with self._lock:
+            if key not in self._entries and self.fallback is not None and key in self.fallback:
+                return self.fallback.get(key)
             if key not in self._entries:
                 raise UnknownRewardError(f"unknown reward {name!r}; known: {', '.join(self.names()) or 'none'}")
             entry = self._entries[key]
@@ -214,10 +221,11 @@ class Registry:
 
     def names(self) -> list[str]:
         with self._lock:
-            return sorted(self._entries)
+            return sorted(set(self._entries) | set(self.fallback.names() if self.fallback else ()))
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.strip().lower() in self._entries
+        return isinstance(name, str) and (name.strip().lower() in self._entries
+                                          or (self.fallback is not None and name in self.fallback))
 
     def resolve(self, spec: str) -> Reward:
         """A registered name, or a weighted mix `"name=weight,name=weight"` (a
@@ -244,13 +252,42 @@ class Registry:
         return CompositeReward(pairs, normalize=True)
 
 
-def register_builtins(registry: Registry) -> None:
-    """Registers the built-in rewards, as factories: nothing is built until asked for."""
+def register_builtins(registry: Registry, sandbox: "Sandbox | None" = None, policy: "GradingPolicy | None" = None,
+                      limits: "Limits | None" = None) -> None:
+    """Registers the built-in rewards, as factories: nothing is built until
+    asked for. `code` and `correctness` share one `CodeReward` (one bound on
+    containers), made with the given sandbox, policy and limits."""
     registry.register("format_think_answer", FormatReward.think_answer)
     registry.register("format_one_code_block", FormatReward.one_code_block)
     registry.register("length", LengthReward)
-    # --- lead: "code", "math" and "correctness" go here, as factories that import
-    # rewards.correctness inside their body, so that no sandbox is made at import.
+
+    def code() -> Reward:
+        from rewards.code import CodeReward
+
+        return CodeReward(sandbox, policy, limits)
+
+    def math_reward() -> Reward:
+        from rewards.math import MathReward
+
+        return MathReward()
+
+    def correctness() -> Reward:
+        from rewards.correctness import CorrectnessReward
+
+        return CorrectnessReward(code=registry.get("code"), math=registry.get("math"))  # type: ignore[arg-type]
+
+    registry.register("code", code)
+    registry.register("math", math_reward)
+    registry.register("correctness", correctness)
+
+
+def configured_registry(sandbox: "Sandbox | None" = None, policy: "GradingPolicy | None" = None,
+                        limits: "Limits | None" = None) -> Registry:
+    """Built-ins made with this sandbox, policy and limits; other names (your
+    `@reward` functions) come from the default registry."""
+    registry = Registry(fallback=default_registry)
+    register_builtins(registry, sandbox, policy, limits)
+    return registry
 
 
 default_registry = Registry()

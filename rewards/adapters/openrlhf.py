@@ -102,7 +102,8 @@ class OpenRLHFSettings(BaseModel):
     policy: GradingPolicy = Field(default_factory=GradingPolicy)
     format_weight: float = Field(0.0, ge=0, lt=1, description="weight of format_one_code_block in the mix")
     max_steps: int = Field(3, ge=1, description="agent: attempts per episode")
-    feedback_template: str = Field("chatml", description="agent: preset name or a text holding {feedback}")
+    feedback_template: str = Field("chatml", validate_default=True,
+                                   description="agent: preset name or a text holding {feedback}")
 
     @field_validator("feedback_template")
     @classmethod

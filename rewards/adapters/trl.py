@@ -155,8 +155,9 @@ def labels_from(columns: Columns, label_column: str = "label") -> tuple[list[Any
     docstring for the order). Raises `ValueError` when no column holds labels:
     that is a wrong configuration, not a bad sample.
 
-    >>> labels_from({"test": ["def check(candidate): ..."], "entry_point": ["add"]})
-    ([{'test': 'def check(candidate): ...', 'entry_point': 'add'}], {'entry_point', 'test'})
+    >>> labels, used = labels_from({"test": ["def check(candidate): ..."], "entry_point": ["add"]})
+    >>> labels, sorted(used)
+    ([{'test': 'def check(candidate): ...', 'entry_point': 'add'}], ['entry_point', 'test'])
     >>> labels_from({"answer": ["42"], "question": ["6*7?"]})[0]
     ['42']
     """

@@ -8,8 +8,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from rewards import GradingPolicy, Sample, grade, grade_no_code, ungradable
+from rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
 from rewards.cli import _record, _sample, _summary
+from rewards.code import output
 from rewards.expected import ExpectedTests
 from sandbox import Outcome, RunResult, TestResult, Verdict
 
@@ -20,7 +21,11 @@ POLICY = GradingPolicy()
 def graded(verdict: Verdict, *outcomes: Outcome, **fields):
     tests = tuple(TestResult(nodeid=f"test_solution.py::{name}", name=name, outcome=o, duration_s=0.125)
                   for name, o in zip(["test_a", "test_b"], outcomes))
-    return grade(RunResult(verdict=verdict, tests=tests, **fields), EXPECTED, POLICY)
+    return output(grade(RunResult(verdict=verdict, tests=tests, **fields), EXPECTED, POLICY), "pytest")
+
+
+def ungradable(error):
+    return RewardOutput.unscorable(error, verdict=None)
 
 
 # --- _sample ------------------------------------------------------------------
@@ -33,6 +38,8 @@ def graded(verdict: Verdict, *outcomes: Outcome, **fields):
     pytest.param('{"completion": "c", "label": null}', Sample(completion="c", label=None), id="no-id-null-label"),
     pytest.param('{"id": 1, "completion": "c", "label": 3, "extra": [1, 2]}', Sample(id=1, completion="c", label=3),
                  id="extra-keys-ignored"),
+    pytest.param('{"id": 2, "completion": [{"role": "assistant", "content": "x = 1"}], "label": 3}',
+                 Sample(id=2, completion="x = 1", label=3), id="chat-completion"),
 ])
 def test_rollout_lines_become_samples(line, expected):
     assert _sample(line, 1) == expected
@@ -46,8 +53,9 @@ def test_rollout_lines_become_samples(line, expected):
                  id="missing-completion-keeps-id"),
     pytest.param('{"id": "abc", "completion": 12, "label": {}}', "abc",
                  "line 3: not a rollout record: completion: Input should be a valid string", id="bad-completion-keeps-id"),
-    pytest.param('{"id": "abc", "completion": [{"role": "assistant", "content": "x"}], "label": {}}', "abc",
-                 "line 3: not a rollout record: completion: Input should be a valid string", id="chat-completion-keeps-id"),
+    pytest.param('{"id": "abc", "completion": [{"role": "user", "content": "x"}], "label": {}}', "abc",
+                 "line 3: not a rollout record: completion: Input should be a valid string",
+                 id="chat-completion-without-assistant-keeps-id"),
     pytest.param('{"id": {"nested": 1}, "completion": "x", "label": {}}', {"nested": 1},
                  "line 3: not a rollout record: id.str: Input should be a valid string", id="bad-id-kept-as-is"),
     pytest.param("[1, 2, 3]", None, "line 3: not a rollout record: ", id="array"),
@@ -60,9 +68,9 @@ def test_unreadable_lines_become_answered_errors(line, sample_id, error):
     assert isinstance(done, Future)
     assert done.done()
     g = done.result(timeout=0)
-    assert (g.reward, g.score, g.verdict) == (None, None, None)
-    assert g.error.startswith(error)
-    assert "\n" not in g.error  # one line, naming the field
+    assert (g.reward, g.score, g.metadata["verdict"]) == (None, None, None)
+    assert g.metadata["error"].startswith(error)
+    assert "\n" not in g.metadata["error"]  # one line, naming the field
     assert _record(done, g)["id"] == sample_id
 
 
@@ -84,6 +92,7 @@ def test_record_of_a_graded_sample():
         "duration_s": 1.2346,
         "message": "m" * 500,
         "error": None,
+        "kind": "pytest",
         "tests": [
             {"nodeid": "test_solution.py::test_a", "outcome": "passed", "duration_s": 0.125},
             {"nodeid": "test_solution.py::test_b", "outcome": "failed", "duration_s": 0.125},
@@ -95,8 +104,7 @@ def test_record_of_a_graded_sample():
 def test_record_of_an_ungradable_sample():
     record = _record(Sample(id=3, completion="c", label=None), ungradable("label must be a JSON object"))
 
-    assert record == {"id": 3, "reward": None, "score": None, "verdict": None, "passed": 0, "total": 0,
-                      "duration_s": 0.0, "message": "", "error": "label must be a JSON object", "tests": []}
+    assert record == {"id": 3, "reward": None, "score": None, "verdict": None, "error": "label must be a JSON object"}
 
 
 def test_record_of_a_future_without_an_id():
@@ -114,7 +122,7 @@ def test_summary():
         graded(Verdict.PASSED, Outcome.PASSED, Outcome.PASSED),  # 1.0
         graded(Verdict.FAILED, Outcome.PASSED, Outcome.FAILED),  # 0.5
         graded(Verdict.TIMEOUT),  # -0.5
-        grade_no_code(2, POLICY),  # -1.0
+        output(grade_no_code(2, POLICY), "pytest"),  # -1.0
         ungradable("bad label"),  # not in the mean
     ]
 
@@ -124,7 +132,7 @@ def test_summary():
         "samples      5",
         "mean reward  0.000",
         "pass rate    0.200",
-        "verdicts     failed 1, no_code 1, passed 1, timeout 1, ungradable 1",
+        "verdicts     failed 1, no_code 1, passed 1, timeout 1, unscorable 1",
         "throughput   2.50 samples/s (2.0 s)",
     ]
 
@@ -142,4 +150,4 @@ def test_summary_of_nothing():
 def test_summary_when_nothing_was_gradable():
     lines = _summary([ungradable("a"), ungradable("b")], elapsed_s=1.0).splitlines()
 
-    assert lines[1:4] == ["mean reward  0.000", "pass rate    0.000", "verdicts     ungradable 2"]
+    assert lines[1:4] == ["mean reward  0.000", "pass rate    0.000", "verdicts     unscorable 2"]

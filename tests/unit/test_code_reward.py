@@ -27,10 +27,11 @@ def test_passing_run(fake_sandbox, result):
     box = fake_sandbox(result(Verdict.PASSED, *four(P, P, P, P), duration_s=0.4))
     limits = Limits(timeout_s=2.0)
 
-    g = CodeReward(sandbox=box, limits=limits).score(COMPLETION, LABEL)
+    g = CodeReward(sandbox=box, limits=limits)(COMPLETION, LABEL)
 
-    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.PASSED, 1.0, 1.0, 4, 4)
-    assert g.duration_s == 0.4
+    m = g.metadata
+    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.PASSED, 1.0, 1.0, 4, 4)
+    assert g.metadata["duration_s"] == 0.4
     [request] = box.requests
     assert request.files == {"solution.py": CODE}  # the extracted code, not the raw completion
     assert request.tests == {"test_solution.py": TESTS}
@@ -40,18 +41,19 @@ def test_passing_run(fake_sandbox, result):
 def test_partial_credit(fake_sandbox, result):
     box = fake_sandbox(result(Verdict.FAILED, *four(P, F, Outcome.SKIPPED, P)))
 
-    g = CodeReward(sandbox=box).score(COMPLETION, json.dumps(LABEL))
+    g = CodeReward(sandbox=box)(COMPLETION, json.dumps(LABEL))
 
-    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.FAILED, 0.5, 0.75, 2, 4)
+    m = g.metadata
+    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.FAILED, 0.5, 0.75, 2, 4)
 
 
 def test_tests_the_run_never_reported_count_as_failed(fake_sandbox, result):
     # e.g. the completion called os._exit(0) during the second test
     box = fake_sandbox(result(Verdict.PASSED, *four(P)))
 
-    g = CodeReward(sandbox=box).score(COMPLETION, LABEL)
+    g = CodeReward(sandbox=box)(COMPLETION, LABEL)
 
-    assert (g.verdict, g.reward, g.passed, g.total) == (Verdict.FAILED, 0.25, 1, 4)
+    assert (g.metadata["verdict"], g.reward, g.metadata["passed"], g.metadata["total"]) == (Verdict.FAILED, 0.25, 1, 4)
 
 
 @pytest.mark.parametrize("verdict, reward", [
@@ -66,9 +68,10 @@ def test_tests_the_run_never_reported_count_as_failed(fake_sandbox, result):
 def test_penalties(fake_sandbox, result, verdict, reward):
     box = fake_sandbox(result(verdict, *four(P, P), message="what happened"))
 
-    g = CodeReward(sandbox=box).score(COMPLETION, LABEL)
+    g = CodeReward(sandbox=box)(COMPLETION, LABEL)
 
-    assert (g.verdict, g.reward, g.passed, g.total, g.message) == (verdict, reward, 0, 4, "what happened")
+    m = g.metadata
+    assert (m["verdict"], g.reward, m["passed"], m["total"], m["message"]) == (verdict, reward, 0, 4, "what happened")
     assert len(box.requests) == 1
 
 
@@ -76,10 +79,11 @@ def test_penalties(fake_sandbox, result, verdict, reward):
 def test_no_code_starts_no_run(fake_sandbox, completion):
     box = fake_sandbox()  # any request would fail the test
 
-    g = CodeReward(sandbox=box).score(completion, LABEL)
+    g = CodeReward(sandbox=box)(completion, LABEL)
 
     assert box.requests == []
-    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.NO_CODE, -1.0, 0.0, 0, 4)
+    m = g.metadata
+    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.NO_CODE, -1.0, 0.0, 0, 4)
 
 
 @pytest.mark.parametrize("label", [None, "not json", 42, {"kind": "nope"}, {"pytest": "def helper(): pass"},
@@ -92,8 +96,8 @@ def test_unusable_label_gives_no_reward(fake_sandbox, caplog, label):
 
     g = future.result(timeout=0)
     assert box.requests == []
-    assert (g.reward, g.score, g.verdict) == (None, None, None)
-    assert g.error
+    assert (g.reward, g.score, g.metadata["verdict"]) == (None, None, None)
+    assert g.metadata["error"]
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
     assert "sample s-1: unusable label" in caplog.records[0].getMessage()
 
@@ -101,9 +105,9 @@ def test_unusable_label_gives_no_reward(fake_sandbox, caplog, label):
 def test_label_with_unhashable_kind_gives_no_reward(fake_sandbox):
     box = fake_sandbox()
 
-    g = CodeReward(sandbox=box).score(COMPLETION, {"kind": ["pytest"], "pytest": TESTS})
+    g = CodeReward(sandbox=box)(COMPLETION, {"kind": ["pytest"], "pytest": TESTS})
 
-    assert (g.reward, g.verdict) == (None, None)
+    assert (g.reward, g.metadata["verdict"]) == (None, None)
     assert box.requests == []
 
 
@@ -111,15 +115,15 @@ def test_custom_policy_is_used(fake_sandbox, result):
     policy = GradingPolicy(timeout_reward=-0.1, no_code_reward=-0.3)
     reward = CodeReward(sandbox=fake_sandbox(result(Verdict.TIMEOUT)), policy=policy)
 
-    assert reward.score(COMPLETION, LABEL).reward == -0.1
-    assert reward.score("no code here", LABEL).reward == -0.3
+    assert reward(COMPLETION, LABEL).reward == -0.1
+    assert reward("no code here", LABEL).reward == -0.3
 
 
 def test_prompt_is_stripped_before_extraction(fake_sandbox, result):
     prompt = "<|im_start|>user\nExample:\n```python\ndef add(a, b): pass\n```<|im_end|>\n<|im_start|>assistant\n"
     box = fake_sandbox(result(Verdict.PASSED, *four(P, P, P, P)))
 
-    CodeReward(sandbox=box).score(prompt + COMPLETION, LABEL, prompt=prompt)
+    CodeReward(sandbox=box)(prompt + COMPLETION, LABEL, prompt=prompt)
 
     assert box.requests[0].files == {"solution.py": CODE}
 

@@ -535,7 +535,7 @@ def test_resolve_errors(mixable, spec, error, match):
 def test_builtins():
     registry = Registry()
     register_builtins(registry)
-    assert registry.names() == ["format_one_code_block", "format_think_answer", "length"]
+    assert registry.names() == ["code", "correctness", "format_one_code_block", "format_think_answer", "length", "math"]
     think = registry.get("FORMAT_THINK_ANSWER")
     assert isinstance(think, FormatReward) and think.name == "format_think_answer"
     assert think("<think>a</think><answer>b</answer>").reward == 1.0
@@ -545,3 +545,29 @@ def test_builtins():
     assert mix("<think>a</think>\n<answer>\n```\nx\n```\n</answer>").reward == 1.0
     assert mix("<think>a</think>\n<answer>x</answer>").reward == 0.5
     assert set(registry_module.names()) >= {"format_one_code_block", "format_think_answer", "length"}
+
+
+def test_configured_registry_builds_code_rewards_lazily_and_falls_back_to_the_default():
+    from rewards.code import CodeReward
+    from rewards.correctness import CorrectnessReward
+    from rewards.policy import GradingPolicy
+    from rewards.registry import configured_registry, default_registry
+
+    policy = GradingPolicy(timeout_reward=-0.25)
+    registry = configured_registry(sandbox=None, policy=policy)
+    correctness = registry.get("correctness")
+    assert isinstance(correctness, CorrectnessReward)
+    assert correctness.code is registry.get("code")  # one bound on containers
+    assert isinstance(correctness.code, CodeReward) and correctness.code.policy == policy
+    assert correctness.code._sandbox is None  # no engine touched until a sample is scored
+    assert registry.get("length") is not default_registry.get("length")
+
+    @reward(name="only_in_default")
+    def only_in_default(completion):
+        return 1.0
+
+    try:
+        assert registry.get("only_in_default") is only_in_default
+        assert "only_in_default" in registry.names()
+    finally:
+        default_registry._entries.pop("only_in_default")

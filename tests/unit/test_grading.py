@@ -3,7 +3,7 @@
 import pydantic
 import pytest
 
-from rewards import ExpectedTests, Grade, GradingPolicy, grade, grade_no_code, ungradable
+from rewards import ExpectedTests, Grade, GradingPolicy, grade, grade_no_code
 from rewards.policy import CRASHES
 from sandbox import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict
 
@@ -202,14 +202,6 @@ def test_no_code_uses_the_policy():
     g = grade_no_code(total=2, policy=GradingPolicy(no_code_reward=-0.5))
 
     assert (g.reward, g.score) == (-0.5, 0.25)  # crashes (-1.0) stay the floor of the score
-
-
-def test_ungradable_has_no_reward():
-    g = ungradable("the pytest label holds no tests")
-
-    assert (g.reward, g.score, g.verdict) == (None, None, None)
-    assert g.error == "the pytest label holds no tests"
-    assert (g.passed, g.total, g.tests) == (0, 0, ())
 
 
 # --- frozen models ------------------------------------------------------------
