@@ -1,4 +1,6 @@
-"""Writes rollouts.jsonl: a small, realistic set of completions for `make demo`.
+"""Writes rollouts.jsonl (pytest labels, for `make demo`) and mixed.jsonl
+(every other label format, code and math in one file): small, realistic sets
+of completions.
 
 Run `python examples/make_rollouts.py` after editing; the JSONL is committed.
 """
@@ -89,12 +91,46 @@ ROLLOUTS = [
 ]
 
 
+# One rollout per label format, as the datasets ship them; math beside code.
+MIXED = [
+    ("mbpp-pass", "```python\ndef square_perimeter(a):\n    return 4 * a\n```",
+     {"test_list": ["assert square_perimeter(10)==40", "assert square_perimeter(5)==20", "assert square_perimeter(4)==16"],
+      "test_setup_code": "", "test_imports": []}),
+    ("mbpp-partial", "```python\ndef square_perimeter(a):\n    return 40 if a == 10 else a * a\n```",
+     {"test_list": ["assert square_perimeter(10)==40", "assert square_perimeter(5)==20", "assert square_perimeter(4)==16"]}),
+    ("humaneval-continuation", "    return [x for x in strings if substring in x]\n",
+     {"task_id": "HumanEval/7", "entry_point": "filter_by_substring",
+      "prompt": "from typing import List\n\n\ndef filter_by_substring(strings: List[str], substring: str) -> List[str]:\n"
+                "    \"\"\" Filter an input list of strings only for ones that contain given substring \"\"\"\n",
+      "test": "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([], 'john') == []\n"
+              "    assert candidate(['xxx', 'asd', 'xxy', 'john doe', 'xxxAAA', 'xxx'], 'xxx') == "
+              "['xxx', 'xxxAAA', 'xxx']\n    assert candidate(['grunt', 'trumpet', 'prune', 'gruesome'], 'run') == "
+              "['grunt', 'prune']\n"}),
+    ("apps-stdio", "<think>Read two ints, print the sum.</think>\n```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+     {"input_output": json.dumps({"inputs": ["1 2\n", "10 -3\n", "0 0\n"], "outputs": ["3\n", "7\n", "0\n"]})}),
+    ("leetcode-call", "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+                      "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+                      "                return [seen[target - x], i]\n            seen[x] = i\n```",
+     {"fn_name": "twoSum", "inputs": [[[2, 7, 11, 15], 9], [[3, 2, 4], 6], [[3, 3], 6]], "outputs": [[0, 1], [1, 2], [0, 1]]}),
+    ("open-r1-loop", "```python\nwhile True:\n    pass\n```",
+     {"language": "python", "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"}], "case_timeout_s": 1}),
+    ("gsm8k", "Natalia sold 48 clips in April and half as many in May: 48 + 24 = 72.\n#### 72",
+     "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether. #### 72"),
+    ("math-boxed", "The probability is $\\boxed{\\frac{1}{2}}$.", {"answer": "0.5"}),
+    ("math-wrong", "So the answer is 41.", "42"),
+    ("bad-label", "```python\nprint(1)\n```", {"inputs": ["1\n"], "outputs": []}),
+]
+
+
 def main() -> None:
-    path = Path(__file__).with_name("rollouts.jsonl")
-    with path.open("w") as f:
+    here = Path(__file__).parent
+    with (here / "rollouts.jsonl").open("w") as f:
         for rollout_id, tests, completion in ROLLOUTS:
             f.write(json.dumps({"id": rollout_id, "completion": completion, "label": {"pytest": tests}}) + "\n")
-    print(f"wrote {len(ROLLOUTS)} rollouts to {path}")
+    with (here / "mixed.jsonl").open("w") as f:
+        for rollout_id, completion, label in MIXED:
+            f.write(json.dumps({"id": rollout_id, "completion": completion, "label": label}) + "\n")
+    print(f"wrote {len(ROLLOUTS)} rollouts to rollouts.jsonl and {len(MIXED)} to mixed.jsonl in {here}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import json
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rewards.expected import ExpectedTests, expected_tests
 from rewards.extract import extract_code, strip_completion
@@ -267,8 +267,10 @@ def parse_label(raw: Any) -> Label:
                          if kind else f"cannot tell the label's format from its keys {sorted(raw)}")
     try:
         label = _KINDS[kind].model_validate({**raw, "kind": kind})
-    except ValueError as exc:
-        raise LabelError(f"bad {kind} label: {exc}") from None
+    except ValidationError as exc:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'label'}: {e['msg'].removeprefix('Value error, ')}"
+                            for e in exc.errors())
+        raise LabelError(f"bad {kind} label: {reasons}") from None
     if not isinstance(label, MathLabel) and label.expected.total == 0:
         raise LabelError(f"the {kind} label holds no tests")
     return label  # type: ignore[return-value]
@@ -281,6 +283,8 @@ def _from_text(text: str) -> Any:
         stripped = text.strip()
         if stripped.startswith(("{", "[")) or not stripped:
             raise LabelError(f"label is not valid JSON: {exc}") from None
+        if "####" in stripped:
+            return stripped  # a GSM8K answer: its reasoning, then "#### 72"
         if "\n" in stripped or len(stripped) > MAX_BARE_ANSWER_CHARS:
             raise LabelError(f"label is not valid JSON, nor a short answer: {exc}") from None
         return stripped  # a bare answer, e.g. \frac{1}{2}
@@ -318,7 +322,9 @@ def _from_open_r1(raw: dict[str, Any]) -> dict[str, Any]:
     types = {c.get("type", "stdin_stdout") for c in cases}
     if types != {"stdin_stdout"}:
         raise LabelError(f"test case types {sorted(map(str, types))} are not supported (only stdin_stdout)")
-    return {"kind": "stdio", "inputs": [c.get("input") for c in cases], "outputs": [c.get("output") for c in cases]}
+    options = {k: raw[k] for k in ("case_timeout_s", "float_tolerance") if k in raw}
+    return {"kind": "stdio", "inputs": [c.get("input") for c in cases], "outputs": [c.get("output") for c in cases],
+            **options}
 
 
 def _kind_from_keys(raw: dict[str, Any]) -> str | None:

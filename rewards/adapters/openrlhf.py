@@ -25,8 +25,9 @@ empty value counts as unset; a bad value raises `SettingsError` naming it):
     REWARDBOX_FEEDBACK_TEMPLATE  agent: the user turn around the feedback, a preset name
                                  (chatml, llama3, plain) or a text holding "{feedback}"; default chatml
 
-The sandbox, limit and policy settings shape the built-in "correctness"
-reward; a reward resolved from the registry is built by the registry.
+The reward is resolved by a registry whose built-ins (code, math,
+correctness) use the sandbox, limit and policy settings. The sandbox starts
+on the first call, whatever the reward.
 
 What the model did is always a number. A sample whose label cannot be used
 gets reward 0.0 and score 0.0, logged at ERROR: OpenRLHF needs a number, and
@@ -168,24 +169,17 @@ def _env_problem(error: Any, env: Mapping[str, str]) -> str:
 
 
 def build_reward(settings: OpenRLHFSettings) -> Reward:
-    """The reward the settings describe, with its own sandbox. The one place
-    that starts a sandbox, so tests replace this function."""
-    if settings.reward == "correctness":
-        from rewards.correctness import CorrectnessReward
-        from sandbox import Sandbox
+    """The reward the settings describe, from the registry configured with
+    their sandbox, policy and limits. The one place that starts a sandbox
+    (always: it is the reason to use rewardbox), so tests replace this function."""
+    from rewards.registry import configured_registry
+    from sandbox import Sandbox
 
-        options = {"image": settings.image, "max_containers": settings.workers,
-                   "runtime": settings.runtime, "retry_s": settings.retry_s}
-        sandbox = Sandbox(**{key: value for key, value in options.items() if value is not None})
-        reward: Reward = CorrectnessReward(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
-    else:
-        from rewards.registry import resolve
-
-        ignored = settings.model_fields_set & {"image", "runtime", "workers", "retry_s", "limits", "policy"}
-        if ignored:
-            log.warning("REWARDBOX_REWARD=%r comes from the registry; the sandbox, limit and policy settings (%s) "
-                        "apply to 'correctness' only", settings.reward, ", ".join(sorted(ignored)))
-        reward = resolve(settings.reward)
+    options = {"image": settings.image, "max_containers": settings.workers,
+               "runtime": settings.runtime, "retry_s": settings.retry_s}
+    sandbox = Sandbox(**{key: value for key, value in options.items() if value is not None})
+    registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
+    reward = registry.resolve(settings.reward)
     if settings.format_weight == 0:
         return reward
     from rewards.composite import CompositeReward
@@ -292,7 +286,7 @@ class OpenRLHFReward:
 
     def __init__(self, reward: Reward | None = None, settings: OpenRLHFSettings | None = None):
         self._given = reward
-        self._reward = reward
+        self._built: tuple[int, Reward] | None = None  # with the pid that built it
         self._settings = settings
         self._lock = threading.Lock()
 
@@ -304,17 +298,24 @@ class OpenRLHFReward:
 
     @property
     def reward(self) -> Reward:
-        if self._reward is None:
+        if self._given is not None:
+            return self._given
+        built = self._built
+        # A forked child inherits the parent's reward, whose engine connection
+        # and threads do not work there: it builds its own.
+        if built is None or built[0] != os.getpid():
             with self._lock:
-                if self._reward is None:
+                built = self._built
+                if built is None or built[0] != os.getpid():
                     settings = self.settings
                     try:
-                        self._reward = build_reward(settings)
+                        reward = build_reward(settings)
                     except SandboxError as exc:
                         log.error("rewardbox could not start its reward %r: %s", settings.reward, exc)
                         raise
-                    log.info("rewardbox scores OpenRLHF samples with %r", self._reward)
-        return self._reward
+                    built = self._built = (os.getpid(), reward)
+                    log.info("rewardbox scores OpenRLHF samples with %r", reward)
+        return built[1]
 
     def __call__(self, queries: Sequence[str], prompts: Sequence[str | None] | None = None,
                  labels: Sequence[Any] | None = None, **_: Any) -> dict[str, Any]:
@@ -342,12 +343,12 @@ class OpenRLHFReward:
         }
 
     def reset(self) -> None:
-        """Forget the built reward and the settings (closing the reward if it
-        can be closed); the next call builds them again."""
+        """Forget the built reward (closing it if it can be closed) and the
+        settings; the next call builds them again. A given reward is kept."""
         with self._lock:
-            built, self._reward, self._settings = self._reward, self._given, None
-        if built is not None and built is not self._given and callable(getattr(built, "close", None)):
-            built.close()
+            built, self._built, self._settings = self._built, None, None
+        if built is not None and built[0] == os.getpid() and callable(getattr(built[1], "close", None)):
+            built[1].close()
 
 
 def _tensor(values: list[float]) -> torch.Tensor:

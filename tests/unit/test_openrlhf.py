@@ -220,6 +220,15 @@ def test_a_failed_start_is_not_kept_the_next_call_builds_again(clean_env):
     assert len(attempts) == 2
 
 
+def test_a_forked_child_builds_its_own_reward(reward_file, fake, monkeypatch):
+    reward_file.reward_func(["PASS"], [""], [LABEL])
+    reward_file.reward_func(["PASS"], [""], [LABEL])
+    assert len(fake.builds) == 1
+    monkeypatch.setattr(adapter.os, "getpid", lambda: -1)  # what a fork of this process would see
+    reward_file.reward_func(["PASS"], [""], [LABEL])
+    assert len(fake.builds) == 2
+
+
 def test_no_samples_give_empty_tensors_and_start_nothing(reward_file, fake):
     result = reward_file.reward_func([], [], [])
     _check_shapes(result, 0)
@@ -299,47 +308,57 @@ class _Recorder:
 
 
 @pytest.fixture
-def fake_parts(monkeypatch):
-    """Stand-ins for the sandbox and the correctness reward, recording their arguments."""
+def recorded_sandbox(monkeypatch):
+    """`Sandbox` replaced by a recorder of its arguments: nothing starts."""
     import sandbox
 
-    class CorrectnessReward(Reward):
-        name = "correctness"
-
-        def __init__(self, sandbox=None, policy=None, limits=None):
-            self.sandbox, self.policy, self.limits = sandbox, policy, limits
-
-        def score(self, sample):
-            return RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed"})
-
     monkeypatch.setattr(sandbox, "Sandbox", _Recorder)
-    monkeypatch.setitem(sys.modules, "rewards.correctness", types.SimpleNamespace(CorrectnessReward=CorrectnessReward))
-    return CorrectnessReward
 
 
-def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(fake_parts):
+def _code_reward(reward: Reward) -> Reward:
+    return reward.code if hasattr(reward, "code") else reward
+
+
+def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(recorded_sandbox):
+    from rewards.correctness import CorrectnessReward
+
     settings = adapter.settings_from_env({"REWARDBOX_WORKERS": "8", "REWARDBOX_RUNTIME": "runsc", "REWARDBOX_RETRY_S": "5",
                                           "REWARDBOX_TIMEOUT_S": "3", "REWARDBOX_NO_CODE_REWARD": "-0.2"})
     reward = adapter.build_reward(settings)
-    assert isinstance(reward, fake_parts)
-    assert reward.sandbox.kwargs == {"max_containers": 8, "runtime": "runsc", "retry_s": 5.0}  # unset: Sandbox's defaults
-    assert reward.limits.timeout_s == 3.0 and reward.policy.no_code_reward == -0.2
+    assert isinstance(reward, CorrectnessReward)
+    code = _code_reward(reward)
+    assert code.sandbox.kwargs == {"max_containers": 8, "runtime": "runsc", "retry_s": 5.0}  # unset: Sandbox's defaults
+    assert code.limits.timeout_s == 3.0 and code.policy.no_code_reward == -0.2
 
 
-def test_a_format_weight_mixes_in_the_one_code_block_format(fake_parts):
+def test_a_composition_spec_gets_the_same_sandbox_and_policy(recorded_sandbox):
+    from rewards.composite import CompositeReward
+
+    reward = adapter.build_reward(adapter.settings_from_env({
+        "REWARDBOX_REWARD": "correctness=0.9,format_think_answer=0.1", "REWARDBOX_IMAGE": "me/box:2",
+        "REWARDBOX_CRASH_REWARD": "-0.3"}))
+    assert isinstance(reward, CompositeReward)
+    (_, correctness, weight), (_, _, format_weight) = reward.components
+    assert (weight, format_weight) == pytest.approx((0.9, 0.1))
+    code = _code_reward(correctness)
+    assert code.sandbox.kwargs == {"image": "me/box:2"} and code.policy.crash_reward == -0.3
+
+
+def test_a_format_weight_mixes_in_the_one_code_block_format(recorded_sandbox):
+    from rewards.composite import CompositeReward
+
     reward = adapter.build_reward(adapter.settings_from_env({"REWARDBOX_FORMAT_WEIGHT": "0.2"}))
-    out = reward.score(Sample(completion="no fence at all"))
-    assert out.metadata["weights"] == {"correctness": 0.8, "format_one_code_block": 0.2}
-    assert out.reward == pytest.approx(0.8)
-    assert adapter.sample_logs(out)["format_rate"] == 0.0  # read from the format component, not from the verdict
+    assert isinstance(reward, CompositeReward)
+    assert [(name, weight) for name, _, weight in reward.components] == [
+        ("correctness", pytest.approx(0.8)), ("format_one_code_block", pytest.approx(0.2))]
 
 
-def test_another_reward_comes_from_the_registry(monkeypatch):
-    asked = []
-    registry = types.SimpleNamespace(resolve=lambda spec: asked.append(spec) or FakeReward())
-    monkeypatch.setitem(sys.modules, "rewards.registry", registry)
-    reward = adapter.build_reward(adapter.settings_from_env({"REWARDBOX_REWARD": "math"}))
-    assert isinstance(reward, FakeReward) and asked == ["math"]
+def test_a_registered_reward_is_found_by_name(recorded_sandbox):
+    from rewards import registry
+
+    fake = FakeReward()
+    registry.register("openrlhf_unit_fake", fake, replace=True)
+    assert adapter.build_reward(adapter.settings_from_env({"REWARDBOX_REWARD": "openrlhf_unit_fake"})) is fake
 
 
 def test_logs_read_a_composite_reward_through_its_components():

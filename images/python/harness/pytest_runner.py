@@ -7,10 +7,14 @@ The key is read and its fd closed before collection, that is before any
 completion code is imported, so writing to the records pipe, pre-seeding it or
 exiting early gains nothing: the supervisor drops records whose signature does
 not match and counts them as tampering, and the host counts missing tests as
-failed. The completion is imported into this process, though: code that goes
-looking for the plugin (gc) or patches pytest's reporting can still forge
-results. That is the known limit of running a dataset's pytest module in-process
-(README, threat model).
+failed.
+
+For a dataset's own pytest module the completion is imported into this
+process: code that goes looking for the plugin (gc) or patches pytest's
+reporting can still forge results (README, threat model). Generated tests
+(asserts, check functions, stdin/stdout, call-based) never import it here:
+rbcheck runs it in processes of its own and compares plain data, with the
+expected values read from DATA_FD into this process's memory.
 """
 
 import ctypes

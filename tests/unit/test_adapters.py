@@ -1,0 +1,522 @@
+"""Adapters for TRL, verl, flux, AgentFly and twinkle, each called the way its
+trainer calls it, against a fake reward: the adapter must hand the reward the
+samples the trainer's data describe, and return the reward's own numbers in
+the shape the trainer reads."""
+
+import asyncio
+import importlib.util
+import inspect
+import json
+import math
+import pickle
+import statistics
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rewards.adapters as adapters
+from rewards.adapters import agentfly, flux, trl, twinkle, verl
+from rewards.base import Reward, RewardOutput, Sample
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeReward(Reward):
+    """Reward = len(completion) % 3 / 2 with a verdict; labels None and "bad"
+    are unusable. Records every sample it is given."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.seen: list[Sample] = []
+        self._lock = threading.Lock()
+
+    def score(self, sample: Sample) -> RewardOutput:
+        with self._lock:
+            self.seen.append(sample)
+        return expected_output(sample)
+
+    def __getstate__(self) -> dict[str, Any]:  # picklable, as a reward handed to TRL's async worker must be
+        return {"seen": self.seen}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.seen, self._lock = state["seen"], threading.Lock()
+
+
+def expected_output(sample: Sample) -> RewardOutput:
+    if sample.label is None or sample.label == "bad":
+        return RewardOutput.unscorable("unusable label", verdict=None)
+    reward = len(sample.completion) % 3 / 2
+    return RewardOutput(reward=reward, score=reward, metadata={
+        "verdict": "passed" if reward == 1.0 else "failed", "passed": int(reward * 2), "total": 2, "duration_s": 0.25})
+
+
+class DeferredReward(Reward):
+    """Answers through futures that stay pending until `finish()`, like a
+    sandbox still running containers."""
+
+    name = "deferred"
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Future, Sample]] = []
+
+    def submit(self, sample: Sample) -> "Future[RewardOutput]":
+        future: Future[RewardOutput] = Future()
+        self.pending.append((future, sample))
+        return future
+
+    def finish(self) -> None:
+        for future, sample in self.pending:
+            future.set_result(expected_output(sample))
+
+
+class BlockingReward(FakeReward):
+    """Scores only (no `submit` of its own) and blocks until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def score(self, sample: Sample) -> RewardOutput:
+        assert self.release.wait(10), "never released"
+        return super().score(sample)
+
+
+COMPLETIONS = ["```python\ndef add(a, b):\n    return a + b\n```", "def add(a, b): return a - b", "no code", "x"]
+LABELS = [{"pytest": "from solution import add\ndef test_a(): assert add(1, 2) == 3"}, '{"tests": ["assert add(1, 1) == 2"]}',
+          "bad", None]
+
+
+def rewards_of(samples: list[Sample]) -> list[float | None]:
+    return [expected_output(s).reward for s in samples]
+
+
+# ---------------------------------------------------------------- TRL
+
+
+def trl_kwargs(chat: bool = False) -> dict[str, Any]:
+    """What GRPOTrainer._calculate_rewards passes: prompts, completions,
+    completion_ids, every dataset column but `prompt`, and its own objects."""
+    if chat:
+        prompts = [[{"role": "system", "content": "Write Python."}, {"role": "user", "content": f"task {i}"}] for i in range(4)]
+        completions = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]
+    else:
+        prompts = [f"task {i}\n" for i in range(4)]
+        completions = list(COMPLETIONS)
+    return {"prompts": prompts, "completions": completions, "completion_ids": [[1, 2, 3]] * 4, "label": list(LABELS),
+            "task_id": ["t0", "t1", "t2", "t3"], "difficulty": [1, 2, 3, 4], "trainer_state": object(),
+            "log_extra": None, "log_metric": None}
+
+
+def trl_expected(kwargs: dict[str, Any]) -> list[Sample]:
+    return [Sample(id=f"t{i}", completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}" + ("" if isinstance(
+        kwargs["prompts"][i], list) else "\n"), columns={"task_id": f"t{i}", "difficulty": i + 1}) for i in range(4)]
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["text", "chat"])
+def test_trl_scores_the_batch_as_the_reward_would(chat):
+    fake = FakeReward()
+    kwargs = trl_kwargs(chat)
+    out = trl.trl_reward(fake)(**kwargs)
+    expected = trl_expected(kwargs)
+    assert fake.seen == expected
+    assert out == rewards_of(expected)
+    assert out[2] is None and out[3] is None  # unusable labels: no reward, never a penalty
+
+
+def test_trl_async_reward_is_a_coroutine_function_that_trl_awaits():
+    fake = FakeReward()
+    f = trl.trl_async_reward(fake, name="code")
+    assert inspect.iscoroutinefunction(f)  # TRL >= 0.2x and the async GRPO worker
+    assert asyncio.iscoroutinefunction(f)  # older TRL
+    assert f.__name__ == "code"
+    kwargs = trl_kwargs(chat=True)
+    assert asyncio.run(f(**kwargs)) == trl.trl_reward(FakeReward())(**kwargs)
+    assert fake.seen == trl_expected(kwargs)
+
+
+def test_trl_async_reward_leaves_the_event_loop_free_while_scoring():
+    for reward in (DeferredReward(), BlockingReward()):
+        f = trl.trl_async_reward(reward)
+
+        async def main():
+            task = asyncio.create_task(f(**trl_kwargs()))
+            for _ in range(20):
+                await asyncio.sleep(0.01)  # the loop keeps running other work
+            assert not task.done()
+            if isinstance(reward, DeferredReward):
+                assert len(reward.pending) == 4  # all submitted at once, in parallel
+                reward.finish()
+            else:
+                reward.release.set()
+            return await task
+
+        assert asyncio.run(main()) == rewards_of(trl_expected(trl_kwargs()))
+
+
+def test_trl_reward_functions_survive_pickling_for_the_async_worker():
+    for f in (trl.trl_reward(FakeReward(), "label", name="n"), trl.trl_async_reward(FakeReward(), name="n"),
+              trl.correctness_reward, trl.correctness_reward_async):
+        copy = pickle.loads(pickle.dumps(f))
+        assert copy.__name__ == f.__name__
+        assert inspect.iscoroutinefunction(copy) == inspect.iscoroutinefunction(f)
+    copy = pickle.loads(pickle.dumps(trl.trl_reward(FakeReward())))
+    assert copy(**trl_kwargs()) == rewards_of(trl_expected(trl_kwargs()))
+
+
+def test_trl_logs_verdicts_and_rates_when_trl_offers_to():
+    extra, metrics = {}, {}
+    kwargs = {**trl_kwargs(), "log_extra": extra.__setitem__, "log_metric": metrics.__setitem__}
+    out = trl.trl_reward(FakeReward(), name="code")(**kwargs)
+    verdicts = [expected_output(s).metadata.get("verdict") or "unscorable" for s in trl_expected(kwargs)]
+    assert extra == {"code/verdict": verdicts}
+    assert metrics == {"code/solved_frac": sum(r == 1.0 for r in out if r is not None) / 4, "code/unscorable_frac": 0.5}
+
+
+def test_trl_ignores_the_async_workers_group_prompt_and_non_column_keywords():
+    fake = FakeReward()
+    kwargs = {**trl_kwargs(chat=True), "prompt": [{"role": "user", "content": "a"}] * 4, "environments": [object()] * 4}
+    trl.trl_reward(fake)(**kwargs)
+    assert all(set(s.columns) == {"task_id", "difficulty"} for s in fake.seen)
+
+
+@pytest.mark.parametrize(("columns", "label"), [
+    ({"reward_model": [{"ground_truth": "7", "style": "rule"}]}, "7"),
+    ({"ground_truth": ['{"inputs": ["1\\n"], "outputs": ["2\\n"]}']}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}'),
+    ({"verification_info": [{"language": "python", "test_cases": []}]}, {"language": "python", "test_cases": []}),
+    ({"input_output": ['{"fn_name": "f", "inputs": [[1]], "outputs": [2]}']},
+     '{"fn_name": "f", "inputs": [[1]], "outputs": [2]}'),
+    ({"test_list": [["assert f(1) == 2"]], "test_setup_code": ["import math"], "test_imports": [["import os"]]},
+     {"tests": ["assert f(1) == 2"], "setup": "import os\nimport math"}),
+    ({"test_list": [["assert f(1) == 2"]], "test_setup_code": [""]}, {"tests": ["assert f(1) == 2"]}),
+    ({"test": ["def check(candidate): assert candidate(1) == 2"], "entry_point": ["f"]},
+     {"test": "def check(candidate): assert candidate(1) == 2", "entry_point": "f"}),
+    ({"test": ["from solution import f\ndef test_f(): assert f(1) == 2"]},
+     {"pytest": "from solution import f\ndef test_f(): assert f(1) == 2"}),
+    ({"tests": [["assert f(1) == 2"]]}, {"tests": ["assert f(1) == 2"]}),
+    ({"solution": ["so \\boxed{2}"], "answer": ["2"]}, "so \\boxed{2}"),
+    ({"answer": ["2"]}, "2"),
+], ids=["verl-parquet", "ground_truth", "open-r1", "apps", "mbpp", "mbpp-no-setup", "humaneval", "kodcode", "tests",
+        "math", "gsm8k"])
+def test_trl_finds_the_label_where_real_datasets_keep_it(columns, label):
+    fake = FakeReward()
+    trl.trl_reward(fake)(prompts=["p"], completions=["c"], completion_ids=[[1]], **columns, topic=["x"])
+    assert fake.seen[0].label == label
+    _, used = trl.labels_from(columns)
+    assert set(fake.seen[0].columns) == {"topic"} | (set(columns) - used)  # label columns are not repeated
+
+
+def test_trl_label_column_wins_and_a_missing_one_is_a_configuration_error():
+    fake = FakeReward()
+    trl.trl_reward(fake, label_column="tests_json")(prompts=["p"], completions=["c"], tests_json=["{}"], answer=["2"])
+    assert fake.seen[0].label == "{}"
+    with pytest.raises(ValueError, match="no label column"):
+        trl.trl_reward(fake)(prompts=["p"], completions=["c"], completion_ids=[[1]], question=["q"])
+
+
+def test_trl_builds_the_default_reward_on_first_call_only(monkeypatch):
+    made = []
+    monkeypatch.setattr(trl, "default_reward", lambda: made.append(1) or FakeReward())
+    f = trl.trl_reward()
+    assert made == [] and f.__name__ == "correctness"
+    f(**trl_kwargs())
+    assert made == [1]
+
+
+# ---------------------------------------------------------------- verl
+
+VERL_KEYS = ["score", "acc", "pass_rate", "unscorable", "duration_s", "verdict"]
+
+
+def verl_rows() -> list[dict[str, Any]]:
+    """What the naive reward manager reads per sample (non_tensor_batch holds numpy values)."""
+    return [{"data_source": np.str_("codecontests"), "solution_str": c, "ground_truth": g,
+             "extra_info": {"index": np.int64(i), "split": "train", "num_turns": None, "rollout_reward_scores": {}}}
+            for i, (c, g) in enumerate(zip(COMPLETIONS, [
+                {"inputs": np.array(["1\n"]), "outputs": np.array(["2\n"])}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}',
+                "bad", None], strict=True))]
+
+
+def verl_expected() -> list[Sample]:
+    labels = [{"inputs": ["1\n"], "outputs": ["2\n"]}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}', "bad", None]
+    return [Sample(id=i, completion=COMPLETIONS[i], label=labels[i], columns={
+        "data_source": "codecontests", "index": i, "split": "train", "num_turns": None, "rollout_reward_scores": {}})
+        for i in range(4)]
+
+
+def test_verl_compute_score_as_the_naive_manager_calls_it():
+    fake = FakeReward()
+    compute_score = verl.make_compute_score(fake)
+    results = [compute_score(**row) for row in verl_rows()]
+    assert fake.seen == verl_expected()
+    for res, sample in zip(results, verl_expected(), strict=True):
+        out = expected_output(sample)
+        assert list(res) == VERL_KEYS  # the reward loop indexes every sample by the first one's keys
+        assert res["score"] == (out.reward if out.reward is not None else 0.0)
+        assert all(type(res[k]) is float for k in VERL_KEYS[:-1]) and type(res["verdict"]) is str
+    assert [r["unscorable"] for r in results] == [0.0, 0.0, 1.0, 1.0]
+    assert results[2]["verdict"] == "unscorable" and results[0]["duration_s"] == 0.25
+
+
+def test_verl_batch_and_async_agree_with_the_single_call():
+    single = [verl.make_compute_score(FakeReward())(**row) for row in verl_rows()]
+    rows = verl_rows()
+    batch = verl.VerlReward(FakeReward()).compute_score_batch(
+        data_sources=np.array([r["data_source"] for r in rows], dtype=object), solution_strs=[r["solution_str"] for r in rows],
+        ground_truths=[r["ground_truth"] for r in rows], extra_infos=[r["extra_info"] for r in rows])
+    assert batch == single
+    scorer = verl.VerlReward(DeferredReward())
+
+    async def main():
+        tasks = [asyncio.create_task(scorer.compute_score_async(**row)) for row in verl_rows()]
+        await asyncio.sleep(0.05)
+        assert len(scorer.reward.pending) == 4  # the reward loop's samples all run at once
+        scorer.reward.finish()
+        return await asyncio.gather(*tasks)
+
+    assert asyncio.run(main()) == single
+
+
+def test_verl_module_functions_use_the_default_reward_and_ignore_extra_keywords(monkeypatch):
+    fake = FakeReward()
+    monkeypatch.setattr(verl, "default_reward", lambda: fake)
+    row = verl_rows()[0]
+    expected = verl.make_compute_score(FakeReward())(**row)
+    # verl merges custom_reward_function.reward_kwargs and reward-router keywords into the call
+    assert verl.compute_score(**row, reward_router_address=None, some_reward_kwarg=1) == expected
+    assert asyncio.run(verl.compute_score_async(**row)) == expected
+    assert inspect.iscoroutinefunction(verl.compute_score_async)
+    assert verl.compute_score_batch([row["data_source"]], [row["solution_str"]], [row["ground_truth"]]) == [expected]
+
+
+def test_verl_loads_the_example_file_by_path_as_verl_does(monkeypatch):
+    fake = FakeReward()
+    monkeypatch.setattr(verl, "default_reward", lambda: fake)
+    spec = importlib.util.spec_from_file_location("custom_module", ROOT / "examples" / "verl" / "reward_fn.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("compute_score", "compute_score_async", "compute_score_batch"):
+        assert callable(getattr(module, name))
+    assert module.compute_score(**verl_rows()[1])["score"] == expected_output(verl_expected()[1]).reward
+
+
+# ---------------------------------------------------------------- flux
+# Minimal stand-ins shaped exactly like flux's (flux/core/trajectory.py, flux/rewards/base.py).
+
+
+@dataclass
+class Trajectory:
+    id: str = ""
+    prompt: str = ""
+    response: str = ""
+    reward: float = 0.0
+    token_rewards: list[float] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FluxRewardOutput:
+    reward: float
+    token_rewards: list[float] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.reward, (int, float)):
+            raise ValueError(f"Reward must be numeric, got {type(self.reward)}")
+
+
+class LengthReward:
+    name = "length"
+
+    def compute_reward(self, trajectory):
+        return FluxRewardOutput(reward=len(trajectory.response) / 100)
+
+
+class CompositeReward:
+    """flux's CompositeReward: weights normalised to sum 1, parts' compute_reward."""
+
+    def __init__(self, rewards, name="composite", normalize=True):
+        self.reward_functions = rewards
+        total = sum(w for _, w in rewards)
+        self.weights = [w / total for _, w in rewards] if normalize else [w for _, w in rewards]
+
+    def compute_reward(self, trajectory):
+        total, components = 0.0, {}
+        for (fn, _), weight in zip(self.reward_functions, self.weights, strict=True):
+            output = fn.compute_reward(trajectory)
+            total += output.reward * weight
+            components[fn.name] = {"raw": output.reward, "weighted": output.reward * weight, "weight": weight}
+        return FluxRewardOutput(reward=total, metadata={"components": components})
+
+
+def flux_trajectories() -> list[Trajectory]:
+    return [Trajectory(id=f"traj-0-{i}", prompt=f"task {i}", response=c, metadata={"label": g, "difficulty": i})
+            for i, (c, g) in enumerate(zip(COMPLETIONS, LABELS, strict=True))]
+
+
+def flux_expected() -> list[Sample]:
+    return [Sample(id=f"traj-0-{i}", completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}", columns={"difficulty": i})
+            for i in range(4)]
+
+
+def test_flux_compute_reward_as_the_coordinator_uses_it():
+    fake = FakeReward()
+    fn = flux.FluxReward(fake)
+    for traj in flux_trajectories():
+        output = fn(traj)  # FluxCoordinator._compute_rewards
+        traj.reward, traj.token_rewards = output.reward, output.token_rewards
+        FluxRewardOutput(output.reward, output.token_rewards, output.metadata)  # flux's own checks pass
+    assert fake.seen == flux_expected()
+    raw = [r if r is not None else 0.0 for r in rewards_of(flux_expected())]
+    assert [fn.compute_reward(t).reward for t in flux_trajectories()] == raw
+    unusable = fn.compute_reward(flux_trajectories()[2])
+    assert unusable.reward == 0.0 and unusable.metadata["unscorable"] is True and unusable.metadata["error"]
+
+
+@pytest.mark.parametrize(("scale", "clip"), [(1.0, None), (4.0, 1.5), (-4.0, 1.5), (3.0, None)])
+def test_flux_call_scales_then_clips(scale, clip):
+    fn = flux.FluxReward(FakeReward(), scale=scale, clip=clip)
+    for traj, sample in zip(flux_trajectories(), flux_expected(), strict=True):
+        raw = expected_output(sample).reward or 0.0
+        want = raw * scale if clip is None else max(-clip, min(clip, raw * scale))
+        assert fn(traj).reward == want
+        assert fn.compute_reward(traj).reward == raw  # compute_reward stays raw, as flux's
+
+
+def test_flux_composes_with_a_flux_composite_reward():
+    fn = flux.FluxReward(FakeReward(), name="tests", scale=10.0)
+    composite = CompositeReward([(fn, 3.0), (LengthReward(), 1.0)], normalize=True)
+    for traj, sample in zip(flux_trajectories(), flux_expected(), strict=True):
+        output = composite.compute_reward(traj)
+        raw = expected_output(sample).reward or 0.0
+        assert math.isclose(output.reward, 0.75 * raw + 0.25 * len(traj.response) / 100)
+        assert output.metadata["components"]["tests"]["weight"] == 0.75
+
+
+def test_flux_batch_and_labels_by_prompt_for_the_stock_trainer():
+    trajectories = flux_trajectories()
+    batch = flux.FluxReward(FakeReward()).compute_rewards(trajectories)
+    assert batch.rewards == [flux.FluxReward(FakeReward()).compute_reward(t).reward for t in trajectories]
+    assert batch.batch_size == 4 and len(batch.metadata["samples"]) == 4
+    fake = FakeReward()
+    bare = Trajectory(id="t", prompt="task 0", response=COMPLETIONS[0])  # FluxTrainer fills no metadata
+    flux.FluxReward(fake, labels={"task 0": LABELS[0]}).compute_reward(bare)
+    assert fake.seen[0].label == LABELS[0]
+
+
+# ---------------------------------------------------------------- AgentFly
+
+
+def agentfly_call(function, **kwargs):
+    """AgentFly's BaseReward: keep only the keywords the signature names, await
+    a coroutine function, accept a float or a dict with "reward"."""
+    names = inspect.signature(function).parameters
+    filtered = {k: v for k, v in kwargs.items() if k in names}
+    result = asyncio.run(function(**filtered)) if inspect.iscoroutinefunction(function) else function(**filtered)
+    assert isinstance(result, dict) and isinstance(result["reward"], float), result
+    return result
+
+
+def chain_kwargs(i: int, response_keyword: str = "prediction") -> dict[str, Any]:
+    """ChainRollout._finalize_chain: the final response, the row's fields, trajectory and id."""
+    trajectory = [{"role": "user", "content": [{"type": "text", "text": f"task {i}"}]},
+                  {"role": "assistant", "content": [{"type": "text", "text": COMPLETIONS[i]}]}]
+    return {response_keyword: COMPLETIONS[i], "question": f"task {i}", "tests": LABELS[i], "entry_point": "add",
+            "group_id": "g", "trajectory": trajectory, "id": f"chain-{i}"}
+
+
+@pytest.mark.parametrize("make", [agentfly.agentfly_reward, agentfly.agentfly_async_reward], ids=["sync", "async"])
+@pytest.mark.parametrize("keyword", ["prediction", "final_response"])
+def test_agentfly_reward_called_as_agentfly_calls_it(make, keyword):
+    fake = FakeReward()
+    function = make(fake, name="rewardbox_code", label_column="tests", columns=["entry_point"])
+    results = [agentfly_call(function, **chain_kwargs(i, keyword)) for i in range(4)]
+    expected = [Sample(id=f"chain-{i}", completion=COMPLETIONS[i], label=LABELS[i], columns={"entry_point": "add"})
+                for i in range(4)]
+    assert fake.seen == expected  # question and group_id are not named, so AgentFly does not pass them
+    for res, sample in zip(results, expected, strict=True):
+        out = expected_output(sample)
+        assert res == {"reward": out.reward if out.reward is not None else 0.0, **adapters.outcome_stats(out)}
+        assert all(type(v) is float for v in res.values())
+    assert [r["unscorable"] for r in results] == [0.0, 0.0, 1.0, 1.0]
+    assert function.__name__ == "rewardbox_code"
+
+
+def test_agentfly_falls_back_to_the_trajectory_and_rejects_bad_columns():
+    fake = FakeReward()
+    kwargs = chain_kwargs(0)
+    del kwargs["prediction"]
+    agentfly_call(agentfly.agentfly_async_reward(fake, label_column="tests"), **kwargs)
+    assert fake.seen[0].completion == COMPLETIONS[0]
+    with pytest.raises(ValueError):
+        agentfly.agentfly_reward(fake, label_column="id")
+    with pytest.raises(ValueError):
+        agentfly.agentfly_reward(fake, columns=["not an identifier"])
+
+
+# ---------------------------------------------------------------- twinkle
+
+
+def twinkle_trajectories(with_user_data: bool = True) -> list[dict[str, Any]]:
+    return [{"messages": [{"role": "system", "content": "Write Python."}, {"role": "user", "content": f"task {i}"},
+                          {"role": "assistant", "content": c}],
+             "user_data": [("ground_truth", json.dumps(g)), ("difficulty", json.dumps(i))] if with_user_data else []}
+            for i, (c, g) in enumerate(zip(COMPLETIONS, LABELS, strict=True))]
+
+
+def test_twinkle_reward_as_the_cookbook_calls_it():
+    fake = FakeReward()
+    out = twinkle.TwinkleReward(fake)(twinkle_trajectories(), [])  # ground truth rides in user_data
+    expected = [Sample(completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}", columns={"difficulty": i})
+                for i in range(4)]
+    assert fake.seen == expected
+    assert out == [r if r is not None else 0.0 for r in rewards_of(expected)]
+    assert all(type(r) is float for r in out)
+
+
+def test_twinkle_ground_truths_argument_wins_in_either_shape():
+    fake = FakeReward()
+    old_style = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "42"}]}
+    twinkle.TwinkleReward(fake)(twinkle_trajectories(with_user_data=False)[:3], ['{"tests": []}', old_style, None])
+    assert [s.label for s in fake.seen] == ['{"tests": []}', "42", None]
+
+
+def test_grpo_advantage_matches_the_design():
+    rewards = [0.0, 1.0, 0.5, 1.0, -1.0, -1.0, 0.5, 1.0]
+    got = twinkle.grpo_advantage(rewards, num_generations=4)
+    for start in (0, 4):
+        group = rewards[start:start + 4]
+        mean, std = statistics.fmean(group), statistics.stdev(group)
+        assert got[start:start + 4] == pytest.approx([(r - mean) / (std + 1e-8) for r in group])
+    batch_std = statistics.stdev(rewards)
+    assert twinkle.grpo_advantage(rewards, 4, "batch") == pytest.approx(
+        [(r - statistics.fmean(rewards[s:s + 4])) / (batch_std + 1e-8) for s in (0, 4) for r in rewards[s:s + 4]])
+    assert twinkle.grpo_advantage([1.0, 1.0], 2) == [0.0, 0.0]  # a group that agrees teaches nothing
+    with pytest.raises(ValueError):
+        twinkle.grpo_advantage(rewards, 3)
+
+
+# ---------------------------------------------------------------- shared
+
+
+def test_default_reward_is_one_per_process(monkeypatch):
+    monkeypatch.setattr(adapters, "_default", None)
+    first = adapters.default_reward()
+    assert type(first).__name__ == "CorrectnessReward" and adapters.default_reward() is first
+    monkeypatch.setattr(adapters.os, "getpid", lambda: -1)  # as in a forked worker
+    assert adapters.default_reward() is not first
+
+
+def test_importing_the_adapters_imports_no_trainer_and_no_torch():
+    code = ("import sys, rewards.adapters, rewards.adapters.trl, rewards.adapters.verl, rewards.adapters.flux, "
+            "rewards.adapters.agentfly, rewards.adapters.twinkle; from rewards.adapters import trl_reward, FluxReward; "
+            "print(sorted(m for m in ('torch', 'trl', 'verl', 'flux', 'agentfly', 'twinkle') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
