@@ -169,9 +169,9 @@ def _env_problem(error: Any, env: Mapping[str, str]) -> str:
 
 
 def build_reward(settings: OpenRLHFSettings) -> Reward:
-    """The reward the settings describe, from the registry configured with
-    their sandbox, policy and limits. The one place that starts a sandbox
-    (always: it is the reason to use rewardbox), so tests replace this function."""
+    """The reward the settings describe, from a registry configured with
+    their sandbox, policy and limits. The sandbox starts here, whatever the
+    reward, so a dead engine shows at the first call; tests replace this function."""
     from rewards.registry import configured_registry
     from sandbox import Sandbox
 

@@ -74,7 +74,7 @@ class TrlReward:
             return []
         outputs = (self.reward if self.reward is not None else default_reward()).score_many(samples)
         self.report(outputs, kwargs)
-        return [o.reward or 0.0 for o in outputs]
+        return [o.reward for o in outputs]
 
     def samples(self, prompts: Sequence[Any] | None, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Sample]:
         """The batch as samples: completion and prompt as text, the label from
