@@ -89,9 +89,11 @@ class BlockingReward(FakeReward):
         return super().score(sample)
 
 
-COMPLETIONS = ["```python\ndef add(a, b):\n    return a + b\n```", "def add(a, b): return a - b", "no code", "x"]
+# Rewards 1.0, 0.5, 0.0, then two unusable labels.
+COMPLETIONS = ["```python\ndef add(a, b):\n    return a + b\n```\n.", "def add(a, b): return a - b\n", "no code here", "x", "y"]
 LABELS = [{"pytest": "from solution import add\ndef test_a(): assert add(1, 2) == 3"}, '{"tests": ["assert add(1, 1) == 2"]}',
-          "bad", None]
+          "42", "bad", None]
+N = len(COMPLETIONS)
 
 
 def rewards_of(samples: list[Sample]) -> list[float | None]:
