@@ -73,6 +73,16 @@ class Reward:
         futures = [self.submit(s) for s in samples]
         return [f.result() for f in futures]
 
+    def close(self) -> None:
+        """Releases what the reward holds (containers, worker processes); the
+        default holds nothing."""
+
+    def __enter__(self) -> "Reward":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __call__(self, completion: str, label: Any = None, prompt: str | None = None, **columns: Any) -> RewardOutput:
         return self.score(Sample(completion=completion, label=label, prompt=prompt, columns=columns))
 

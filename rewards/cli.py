@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import Future
@@ -16,7 +15,7 @@ from tqdm import tqdm
 
 from rewards.base import RewardOutput, Sample
 from rewards.registry import UnknownRewardError, configured_registry
-from sandbox import DEFAULT_IMAGE, Limits, RunRequest, RunResult, Sandbox, SandboxError
+from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, SandboxError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = _LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)
-    reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)  # type: ignore[arg-type]
+    sandbox = LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)
+    reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)
     with _open(args.input, "r") as source, _open(args.output, "w") as sink:
         samples = [_sample(line, n) for n, line in enumerate(source, 1) if line.strip()]
         try:
@@ -70,28 +69,10 @@ def _score(args: argparse.Namespace) -> int:
             bar.close()
             elapsed = time.monotonic() - started
         finally:
+            reward.close()
             sandbox.close()
     print(_summary(outputs, elapsed), file=sys.stderr)
     return 0
-
-
-class _LazySandbox:
-    """A Sandbox made on first use: a math-only file needs no Docker engine."""
-
-    def __init__(self, **options: Any):
-        self._options = options
-        self._sandbox: Sandbox | None = None
-        self._lock = threading.Lock()
-
-    def submit(self, request: RunRequest) -> "Future[RunResult]":
-        with self._lock:
-            if self._sandbox is None:
-                self._sandbox = Sandbox(**self._options)
-        return self._sandbox.submit(request)
-
-    def close(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
 
 
 def _sample(line: str, number: int) -> Sample | Future:

@@ -7,7 +7,7 @@ from rewards.base import Reward, RewardOutput, Sample, done
 from rewards.grade import Grade, grade, grade_no_code
 from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
-from sandbox import Limits, RunResult, Sandbox
+from sandbox import LazySandbox, Limits, RunResult, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -16,23 +16,23 @@ class CodeReward(Reward):
     """Grades completions by running their tests in the sandbox.
 
     Thread-safe: one `CodeReward` can serve many threads; they share the
-    sandbox's bound on containers running at once. The sandbox is created on
-    first use when none is given.
+    sandbox's bound on containers running at once. Without a sandbox given,
+    one with default options is made on first use.
     """
 
     name = "code"
 
-    def __init__(self, sandbox: Sandbox | None = None, policy: GradingPolicy | None = None,
+    def __init__(self, sandbox: Sandbox | LazySandbox | None = None, policy: GradingPolicy | None = None,
                  limits: Limits | None = None):
-        self._sandbox = sandbox
+        self._owns_sandbox = sandbox is None
+        self.sandbox = sandbox if sandbox is not None else LazySandbox()
         self.policy = policy or GradingPolicy()
         self.limits = limits or Limits()
 
-    @property
-    def sandbox(self) -> Sandbox:
-        if self._sandbox is None:
-            self._sandbox = Sandbox()
-        return self._sandbox
+    def close(self) -> None:
+        """Closes the sandbox if this reward made it (not one it was given)."""
+        if self._owns_sandbox:
+            self.sandbox.close()
 
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
         """Start grading one sample. The future holds its output, or raises a

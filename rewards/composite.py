@@ -59,6 +59,10 @@ class CompositeReward(Reward):
             for key, (reward, weight) in zip(_unique_names(r.name for r, _ in pairs), pairs)
         ]
 
+    def close(self) -> None:
+        for _, reward, _ in self.components:
+            reward.close()
+
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
         futures = [reward.submit(sample) for _, reward, _ in self.components]
         combined: Future[RewardOutput] = Future()

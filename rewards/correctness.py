@@ -7,7 +7,7 @@ from rewards.base import Reward, RewardOutput, Sample
 from rewards.code import CodeReward
 from rewards.labels import LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
-from sandbox import Limits, Sandbox
+from sandbox import LazySandbox, Limits, Sandbox
 
 
 class CorrectnessReward(Reward):
@@ -16,7 +16,7 @@ class CorrectnessReward(Reward):
 
     name = "correctness"
 
-    def __init__(self, sandbox: Sandbox | None = None, policy: GradingPolicy | None = None,
+    def __init__(self, sandbox: Sandbox | LazySandbox | None = None, policy: GradingPolicy | None = None,
                  limits: Limits | None = None, code: CodeReward | None = None, math: Reward | None = None):
         self.code = code or CodeReward(sandbox, policy, limits)
         self._math = math
@@ -28,6 +28,11 @@ class CorrectnessReward(Reward):
 
             self._math = MathReward()
         return self._math
+
+    def close(self) -> None:
+        self.code.close()
+        if self._math is not None:
+            self._math.close()
 
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
         try:

@@ -98,16 +98,22 @@ def extract_answer(completion: str, prompt: str | None = None) -> str | None:
 
 
 def _last_boxed(text: str) -> str | None:
-    for match in reversed(list(_BOXED.finditer(text))):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            if text[i] == "{" and text[i - 1] != "\\":
+    starts = [match.end() for match in _BOXED.finditer(text)]
+    # A box that has not closed where the next one opens never closes (that one
+    # would sit inside it): scanning up to there keeps this linear.
+    for start, end in reversed(list(zip(starts, [*starts[1:], len(text)]))):
+        depth, i = 1, start
+        while i < end:
+            char = text[i]
+            if char == "\\":
+                i += 1  # an escaped brace, \{ or \}, is content
+            elif char == "{":
                 depth += 1
-            elif text[i] == "}" and text[i - 1] != "\\":
+            elif char == "}":
                 depth -= 1
                 if depth == 0:
                     return text[start:i].strip()
-        # unclosed (the generation was cut off): an earlier box may still be whole
+            i += 1
     return None
 
 
@@ -200,7 +206,9 @@ class MathReward(Reward):
     Thread-safe: `score` and `submit` may be called from many threads at once.
     Answers are judged in parallel by `config.workers` processes, started on
     first use (spawned: forking a multi-threaded caller is unsafe) and stopped
-    by `close()` or at the end of a `with` block.
+    by `close()` or at the end of a `with` block. Like every spawned process,
+    a worker imports the caller's `__main__`: a script using this reward needs
+    the `if __name__ == "__main__":` guard.
 
     A worker that dies while judging is retried once, since the death may be
     the machine's (the OOM killer); a second death is blamed on the answer,

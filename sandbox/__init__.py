@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 from sandbox.errors import EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, SandboxError  # noqa: E402
 from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
-from sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
+from sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -12,6 +12,7 @@ __all__ = [
     "HarnessError",
     "ImageMissing",
     "InvalidRequest",
+    "LazySandbox",
     "Limits",
     "Outcome",
     "RunRequest",

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from sandbox import __version__
 from sandbox.engine import DockerEngine
@@ -160,3 +161,43 @@ def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, b
             (err if stream == 2 else out).extend(payload)
         if len(out) + len(err) + len(buffer) > cap:
             return out, err, True, False
+
+
+class LazySandbox:
+    """A `Sandbox` made with these options on first use: a caller that may
+    never run code (a math-only batch) needs no engine, and concurrent first
+    calls make exactly one."""
+
+    def __init__(self, **options: Any):
+        self.options = options
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._sandbox is not None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = Sandbox(**self.options)
+            return self._sandbox
+
+    def submit(self, request: RunRequest) -> "Future[RunResult]":
+        return self.sandbox.submit(request)
+
+    def run(self, request: RunRequest) -> RunResult:
+        return self.sandbox.run(request)
+
+    def __enter__(self) -> "LazySandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None

@@ -107,19 +107,19 @@ def trl_kwargs(chat: bool = False) -> dict[str, Any]:
     """What GRPOTrainer._calculate_rewards passes: prompts, completions,
     completion_ids, every dataset column but `prompt`, and its own objects."""
     if chat:
-        prompts = [[{"role": "system", "content": "Write Python."}, {"role": "user", "content": f"task {i}"}] for i in range(4)]
+        prompts = [[{"role": "system", "content": "Write Python."}, {"role": "user", "content": f"task {i}"}] for i in range(N)]
         completions = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]
     else:
-        prompts = [f"task {i}\n" for i in range(4)]
+        prompts = [f"task {i}\n" for i in range(N)]
         completions = list(COMPLETIONS)
-    return {"prompts": prompts, "completions": completions, "completion_ids": [[1, 2, 3]] * 4, "label": list(LABELS),
-            "task_id": ["t0", "t1", "t2", "t3"], "difficulty": [1, 2, 3, 4], "trainer_state": object(),
+    return {"prompts": prompts, "completions": completions, "completion_ids": [[1, 2, 3]] * N, "label": list(LABELS),
+            "task_id": [f"t{i}" for i in range(N)], "difficulty": [i + 1 for i in range(N)], "trainer_state": object(),
             "log_extra": None, "log_metric": None}
 
 
 def trl_expected(kwargs: dict[str, Any]) -> list[Sample]:
     return [Sample(id=f"t{i}", completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}" + ("" if isinstance(
-        kwargs["prompts"][i], list) else "\n"), columns={"task_id": f"t{i}", "difficulty": i + 1}) for i in range(4)]
+        kwargs["prompts"][i], list) else "\n"), columns={"task_id": f"t{i}", "difficulty": i + 1}) for i in range(N)]
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["text", "chat"])
@@ -130,7 +130,7 @@ def test_trl_scores_the_batch_as_the_reward_would(chat):
     expected = trl_expected(kwargs)
     assert fake.seen == expected
     assert out == rewards_of(expected)
-    assert out[2] is None and out[3] is None  # unusable labels: no reward, never a penalty
+    assert out == [1.0, 0.5, 0.0, None, None]  # unusable labels: no reward, never a penalty
 
 
 def test_trl_async_reward_is_a_coroutine_function_that_trl_awaits():
@@ -144,9 +144,16 @@ def test_trl_async_reward_is_a_coroutine_function_that_trl_awaits():
     assert fake.seen == trl_expected(kwargs)
 
 
-def test_trl_async_reward_leaves_the_event_loop_free_while_scoring():
+def test_trl_async_reward_leaves_the_event_loop_free_while_scoring(monkeypatch):
+    real_to_thread = asyncio.to_thread
     for reward in (DeferredReward(), BlockingReward()):
         f = trl.trl_async_reward(reward)
+
+        async def no_threads(*args, **kwargs):
+            raise AssertionError("a reward with its own submit needs no thread: its futures are awaited")
+
+        # a reward that only scores must run in a thread, one that submits must not hold one
+        monkeypatch.setattr(asyncio, "to_thread", no_threads if isinstance(reward, DeferredReward) else real_to_thread)
 
         async def main():
             task = asyncio.create_task(f(**trl_kwargs()))
@@ -154,7 +161,7 @@ def test_trl_async_reward_leaves_the_event_loop_free_while_scoring():
                 await asyncio.sleep(0.01)  # the loop keeps running other work
             assert not task.done()
             if isinstance(reward, DeferredReward):
-                assert len(reward.pending) == 4  # all submitted at once, in parallel
+                assert len(reward.pending) == N  # all submitted at once, in parallel
                 reward.finish()
             else:
                 reward.release.set()
@@ -179,12 +186,13 @@ def test_trl_logs_verdicts_and_rates_when_trl_offers_to():
     out = trl.trl_reward(FakeReward(), name="code")(**kwargs)
     verdicts = [expected_output(s).metadata.get("verdict") or "unscorable" for s in trl_expected(kwargs)]
     assert extra == {"code/verdict": verdicts}
-    assert metrics == {"code/solved_frac": sum(r == 1.0 for r in out if r is not None) / 4, "code/unscorable_frac": 0.5}
+    assert out.count(None) == 2 and out.count(1.0) == 1
+    assert metrics == {"code/solved_frac": 1 / N, "code/unscorable_frac": 2 / N}
 
 
 def test_trl_ignores_the_async_workers_group_prompt_and_non_column_keywords():
     fake = FakeReward()
-    kwargs = {**trl_kwargs(chat=True), "prompt": [{"role": "user", "content": "a"}] * 4, "environments": [object()] * 4}
+    kwargs = {**trl_kwargs(chat=True), "prompt": [{"role": "user", "content": "a"}] * N, "environments": [object()] * N}
     trl.trl_reward(fake)(**kwargs)
     assert all(set(s.columns) == {"task_id", "difficulty"} for s in fake.seen)
 
@@ -243,14 +251,14 @@ def verl_rows() -> list[dict[str, Any]]:
              "extra_info": {"index": np.int64(i), "split": "train", "num_turns": None, "rollout_reward_scores": {}}}
             for i, (c, g) in enumerate(zip(COMPLETIONS, [
                 {"inputs": np.array(["1\n"]), "outputs": np.array(["2\n"])}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}',
-                "bad", None], strict=True))]
+                np.str_("42"), "bad", None], strict=True))]
 
 
 def verl_expected() -> list[Sample]:
-    labels = [{"inputs": ["1\n"], "outputs": ["2\n"]}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}', "bad", None]
+    labels = [{"inputs": ["1\n"], "outputs": ["2\n"]}, '{"inputs": ["1\\n"], "outputs": ["2\\n"]}', "42", "bad", None]
     return [Sample(id=i, completion=COMPLETIONS[i], label=labels[i], columns={
         "data_source": "codecontests", "index": i, "split": "train", "num_turns": None, "rollout_reward_scores": {}})
-        for i in range(4)]
+        for i in range(N)]
 
 
 def test_verl_compute_score_as_the_naive_manager_calls_it():
@@ -263,8 +271,10 @@ def test_verl_compute_score_as_the_naive_manager_calls_it():
         assert list(res) == VERL_KEYS  # the reward loop indexes every sample by the first one's keys
         assert res["score"] == (out.reward if out.reward is not None else 0.0)
         assert all(type(res[k]) is float for k in VERL_KEYS[:-1]) and type(res["verdict"]) is str
-    assert [r["unscorable"] for r in results] == [0.0, 0.0, 1.0, 1.0]
-    assert results[2]["verdict"] == "unscorable" and results[0]["duration_s"] == 0.25
+    assert [r["score"] for r in results] == [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert [r["unscorable"] for r in results] == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert [r["verdict"] for r in results] == ["passed", "failed", "failed", "unscorable", "unscorable"]
+    assert results[1]["pass_rate"] == 0.5 and results[0]["duration_s"] == 0.25
 
 
 def test_verl_batch_and_async_agree_with_the_single_call():
@@ -279,7 +289,7 @@ def test_verl_batch_and_async_agree_with_the_single_call():
     async def main():
         tasks = [asyncio.create_task(scorer.compute_score_async(**row)) for row in verl_rows()]
         await asyncio.sleep(0.05)
-        assert len(scorer.reward.pending) == 4  # the reward loop's samples all run at once
+        assert len(scorer.reward.pending) == N  # the reward loop's samples all run at once
         scorer.reward.finish()
         return await asyncio.gather(*tasks)
 
@@ -365,7 +375,7 @@ def flux_trajectories() -> list[Trajectory]:
 
 def flux_expected() -> list[Sample]:
     return [Sample(id=f"traj-0-{i}", completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}", columns={"difficulty": i})
-            for i in range(4)]
+            for i in range(N)]
 
 
 def test_flux_compute_reward_as_the_coordinator_uses_it():
@@ -378,7 +388,7 @@ def test_flux_compute_reward_as_the_coordinator_uses_it():
     assert fake.seen == flux_expected()
     raw = [r if r is not None else 0.0 for r in rewards_of(flux_expected())]
     assert [fn.compute_reward(t).reward for t in flux_trajectories()] == raw
-    unusable = fn.compute_reward(flux_trajectories()[2])
+    unusable = fn.compute_reward(flux_trajectories()[3])
     assert unusable.reward == 0.0 and unusable.metadata["unscorable"] is True and unusable.metadata["error"]
 
 
@@ -406,7 +416,7 @@ def test_flux_batch_and_labels_by_prompt_for_the_stock_trainer():
     trajectories = flux_trajectories()
     batch = flux.FluxReward(FakeReward()).compute_rewards(trajectories)
     assert batch.rewards == [flux.FluxReward(FakeReward()).compute_reward(t).reward for t in trajectories]
-    assert batch.batch_size == 4 and len(batch.metadata["samples"]) == 4
+    assert batch.batch_size == N and len(batch.metadata["samples"]) == N
     fake = FakeReward()
     bare = Trajectory(id="t", prompt="task 0", response=COMPLETIONS[0])  # FluxTrainer fills no metadata
     flux.FluxReward(fake, labels={"task 0": LABELS[0]}).compute_reward(bare)
@@ -429,7 +439,8 @@ def agentfly_call(function, **kwargs):
 def chain_kwargs(i: int, response_keyword: str = "prediction") -> dict[str, Any]:
     """ChainRollout._finalize_chain: the final response, the row's fields, trajectory and id."""
     trajectory = [{"role": "user", "content": [{"type": "text", "text": f"task {i}"}]},
-                  {"role": "assistant", "content": [{"type": "text", "text": COMPLETIONS[i]}]}]
+                  {"role": "assistant", "content": [{"type": "text", "text": "Thought: easy.\n"},
+                                                    {"type": "text", "text": COMPLETIONS[i]}]}]
     return {response_keyword: COMPLETIONS[i], "question": f"task {i}", "tests": LABELS[i], "entry_point": "add",
             "group_id": "g", "trajectory": trajectory, "id": f"chain-{i}"}
 
@@ -439,15 +450,16 @@ def chain_kwargs(i: int, response_keyword: str = "prediction") -> dict[str, Any]
 def test_agentfly_reward_called_as_agentfly_calls_it(make, keyword):
     fake = FakeReward()
     function = make(fake, name="rewardbox_code", label_column="tests", columns=["entry_point"])
-    results = [agentfly_call(function, **chain_kwargs(i, keyword)) for i in range(4)]
+    results = [agentfly_call(function, **chain_kwargs(i, keyword)) for i in range(N)]
     expected = [Sample(id=f"chain-{i}", completion=COMPLETIONS[i], label=LABELS[i], columns={"entry_point": "add"})
-                for i in range(4)]
+                for i in range(N)]
     assert fake.seen == expected  # question and group_id are not named, so AgentFly does not pass them
     for res, sample in zip(results, expected, strict=True):
         out = expected_output(sample)
         assert res == {"reward": out.reward if out.reward is not None else 0.0, **adapters.outcome_stats(out)}
         assert all(type(v) is float for v in res.values())
-    assert [r["unscorable"] for r in results] == [0.0, 0.0, 1.0, 1.0]
+    assert [r["reward"] for r in results] == [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert [r["unscorable"] for r in results] == [0.0, 0.0, 0.0, 1.0, 1.0]
     assert function.__name__ == "rewardbox_code"
 
 
@@ -456,7 +468,7 @@ def test_agentfly_falls_back_to_the_trajectory_and_rejects_bad_columns():
     kwargs = chain_kwargs(0)
     del kwargs["prediction"]
     agentfly_call(agentfly.agentfly_async_reward(fake, label_column="tests"), **kwargs)
-    assert fake.seen[0].completion == COMPLETIONS[0]
+    assert fake.seen[0].completion == "Thought: easy.\n" + COMPLETIONS[0]  # the last assistant turn, all its parts
     with pytest.raises(ValueError):
         agentfly.agentfly_reward(fake, label_column="id")
     with pytest.raises(ValueError):
@@ -477,7 +489,7 @@ def test_twinkle_reward_as_the_cookbook_calls_it():
     fake = FakeReward()
     out = twinkle.TwinkleReward(fake)(twinkle_trajectories(), [])  # ground truth rides in user_data
     expected = [Sample(completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}", columns={"difficulty": i})
-                for i in range(4)]
+                for i in range(N)]
     assert fake.seen == expected
     assert out == [r if r is not None else 0.0 for r in rewards_of(expected)]
     assert all(type(r) is float for r in out)

@@ -559,7 +559,7 @@ def test_configured_registry_builds_code_rewards_lazily_and_falls_back_to_the_de
     assert isinstance(correctness, CorrectnessReward)
     assert correctness.code is registry.get("code")  # one bound on containers
     assert isinstance(correctness.code, CodeReward) and correctness.code.policy == policy
-    assert correctness.code._sandbox is None  # no engine touched until a sample is scored
+    assert not correctness.code.sandbox.started  # no engine touched until a sample is scored
     assert registry.get("length") is not default_registry.get("length")
 
     @reward(name="only_in_default")

@@ -40,6 +40,8 @@ def sample(completion: str, label, **fields) -> Sample:
     ("\\boxed{3} and then \\boxed{\\frac{1}{2", "3"),  # cut off inside the last box
     ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # escaped braces do not close the box
     ("\\fbox{7}", "7"),
+    ("\\boxed{1\\\\}", "1\\\\"),  # a LaTeX line break, \\, just before the closing brace
+    pytest.param("\\boxed{" * 5_000 + "1", "\\boxed{" * 5_000 + "1", id="5000-unclosed-boxes"),  # found in linear time
     ("<answer> 7 </answer> I counted 3 apples", "7"),
     ("<answer>\\boxed{9}</answer>", "9"),
     ("<answer>12", "12"),  # generation cut off before </answer>
