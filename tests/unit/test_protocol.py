@@ -112,6 +112,7 @@ def test_encode_request_round_trip(files, tests):
         "nonce": nonce,
         "files": files,
         "tests": tests,
+        "test_data": None,
         "timeout_s": 2.5,
         "output_limit_bytes": 4096,
     }
@@ -121,6 +122,15 @@ def test_encoded_request_carries_no_other_limits():
     # Memory, pids and the like are enforced by the engine, never by the container's say-so.
     wire = json.loads(encode_request(RunRequest(files={}, tests={"test_a.py": ""}), NONCE))
 
-    assert set(wire) == {"nonce", "files", "tests", "timeout_s", "output_limit_bytes"}
+    assert set(wire) == {"nonce", "files", "tests", "test_data", "timeout_s", "output_limit_bytes"}
     assert wire["timeout_s"] == Limits().timeout_s
     assert wire["output_limit_bytes"] == Limits().output_bytes
+
+
+def test_test_data_travels_beside_the_files():
+    request = RunRequest(files={"solution.py": "x = 1"}, tests={"test_a.py": "import rbcheck"}, test_data='{"cases": [1]}')
+
+    wire = json.loads(encode_request(request, NONCE))
+
+    assert wire["test_data"] == '{"cases": [1]}'
+    assert "cases" not in json.dumps(wire["tests"])  # the data is not a file the completion could read
