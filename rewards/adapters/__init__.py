@@ -36,8 +36,28 @@ _EXPORTS = {
     "trl_reward": "trl",
 }
 
-__all__ = sorted([*_EXPORTS, "completion_text", "default_reward", "last_message", "message_text", "outcome_stats",
-                  "prompt_text", "score_async"])
+__all__ = [
+    "CodingEpisode",
+    "FluxReward",
+    "OpenRLHFReward",
+    "RewardBatch",
+    "TrlReward",
+    "TwinkleReward",
+    "VerlReward",
+    "agentfly_async_reward",
+    "agentfly_reward",
+    "completion_text",
+    "default_reward",
+    "grpo_advantage",
+    "last_message",
+    "make_compute_score",
+    "message_text",
+    "outcome_stats",
+    "prompt_text",
+    "score_async",
+    "trl_async_reward",
+    "trl_reward",
+]
 
 _default: tuple[int, Reward] | None = None
 _default_lock = threading.Lock()

@@ -5,7 +5,7 @@ verl loads a file by path and takes one function from it
 `custom_reward_function.path` / `.name`), then calls it the way its reward
 manager does:
 
-- `naive`, `dapo` (and the new reward loop's `naive`, `dapo`, `limited`):
+- `naive`, `dapo` (the classic managers and the reward loop's):
   `compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`, one
   sample per call; the reward loop awaits it when it is an `async def`, else
   runs it in a thread pool;

@@ -528,6 +528,14 @@ def test_default_reward_is_one_per_process(monkeypatch):
     assert adapters.default_reward() is not first
 
 
+def test_package_names_load_their_adapter_on_first_use():
+    assert adapters.trl_reward is trl.trl_reward and adapters.FluxReward is flux.FluxReward
+    assert adapters.make_compute_score is verl.make_compute_score and adapters.grpo_advantage is twinkle.grpo_advantage
+    assert adapters.agentfly_async_reward is agentfly.agentfly_async_reward
+    with pytest.raises(AttributeError):
+        adapters.no_such_adapter  # noqa: B018
+
+
 def test_importing_the_adapters_imports_no_trainer_and_no_torch():
     code = ("import sys, rewards.adapters, rewards.adapters.trl, rewards.adapters.verl, rewards.adapters.flux, "
             "rewards.adapters.agentfly, rewards.adapters.twinkle; from rewards.adapters import trl_reward, FluxReward; "
