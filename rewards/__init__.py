@@ -22,6 +22,7 @@ from rewards.labels import (
     parse_label,
 )
 from rewards.length import LengthReward, LengthSpec
+from rewards.math import MathConfig, MathReward, extract_answer
 from rewards.policy import GradingPolicy
 from rewards.registry import FunctionReward, Registry, UnknownRewardError, configured_registry, resolve, reward
 
@@ -42,7 +43,9 @@ __all__ = [
     "LabelError",
     "LengthReward",
     "LengthSpec",
+    "MathConfig",
     "MathLabel",
+    "MathReward",
     "PytestLabel",
     "Registry",
     "Reward",
@@ -52,6 +55,7 @@ __all__ = [
     "UnknownRewardError",
     "configured_registry",
     "expected_tests",
+    "extract_answer",
     "extract_code",
     "grade",
     "grade_no_code",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
+from rewards.syntax import parse
 from sandbox import Outcome, TestResult
 
 TestKey = tuple[str | None, str]  # (class name or None, function name)
@@ -60,7 +61,7 @@ def expected_tests(source: str) -> ExpectedTests:
     5
     """
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return ExpectedTests(counts={})
     counts: dict[TestKey, int | None] = {}

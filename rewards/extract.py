@@ -3,13 +3,14 @@
 import ast
 import re
 
+from rewards.syntax import parse
+
 # Chat-template markers and end-of-sequence tokens that decoding with special
 # tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
 _CHAT_TOKENS = re.compile(r"<\|[A-Za-z0-9_]+\|>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]")
 # Tokens that also occur in ordinary code ("<s>" in an HTML string) are only
 # removed where a tokenizer puts them: at the very start or end.
 _EDGE_TOKENS = re.compile(r"^(?:\s*(?:<s>|<bos>))+|(?:(?:</s>|<eos>|<pad>)\s*)+$")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 _OPEN_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*)\Z", re.DOTALL | re.MULTILINE)
 _PYTHON_TAGS = {"", "python", "python3", "py"}
@@ -25,7 +26,7 @@ def strip_completion(completion: str, prompt: str | None = None, keep_think: boo
     text = _EDGE_TOKENS.sub("", _CHAT_TOKENS.sub("", text))
     if keep_think:
         return text
-    text = _THINK.sub("", text)
+    text = _drop_think_blocks(text)
     if "</think>" in text:  # the template opened <think> inside the prompt
         text = text.rsplit("</think>", 1)[1]
     if "<think>" in text:  # reasoning that never ended holds no answer
@@ -62,9 +63,20 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
 
 def _looks_like_code(text: str) -> bool:
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return bool(_CODE_LINE.search(text))  # broken code still earns its syntax error
     # Prose rarely parses; when it does ("Hello\nWorld"), it is bare names or constants.
     return any(not (isinstance(node, ast.Expr) and isinstance(node.value, (ast.Name, ast.Constant)))
                for node in tree.body)
+
+
+def _drop_think_blocks(text: str) -> str:
+    """Every closed `<think>...</think>` removed, in linear time (a regex
+    rescans to the end from each unclosed tag: quadratic on hostile text)."""
+    kept, pos = [], 0
+    while (start := text.find("<think>", pos)) >= 0 and (end := text.find("</think>", start)) >= 0:
+        kept.append(text[pos:start])
+        pos = end + len("</think>")
+    kept.append(text[pos:])
+    return "".join(kept)

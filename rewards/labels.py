@@ -14,13 +14,14 @@ values travel as `test_data`, which the completion cannot read.
 import ast
 import builtins
 import json
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rewards.expected import ExpectedTests, expected_tests
 from rewards.extract import extract_code, strip_completion
+from rewards.syntax import parse
 from sandbox import Limits, RunRequest
 
 SOLUTION_FILE = "solution.py"
@@ -254,6 +255,22 @@ def parse_label(raw: Any) -> Label:
     """
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
+    try:
+        key = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON data (numpy values, say): parse it every time
+        return _parse_label(raw)
+    return _parse_key(raw if isinstance(raw, str) else "\0" + key)
+
+
+@lru_cache(maxsize=4096)
+def _parse_key(key: str) -> Label:
+    """Labels repeat (a GRPO group shares one): each is parsed once. Labels are
+    frozen, so one object serves every sample and thread. The key is the label
+    text, or NUL + the canonical JSON of a label object."""
+    return _parse_label(json.loads(key[1:]) if key.startswith("\0") else key)
+
+
+def _parse_label(raw: Any) -> Label:
     if isinstance(raw, str):
         raw = _from_text(raw)
     if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
@@ -347,7 +364,7 @@ def _kind_from_keys(raw: dict[str, Any]) -> str | None:
 
 def _parse(source: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        return parse(source)
     except (SyntaxError, ValueError) as exc:
         raise ValueError(f"test code does not parse: {exc}") from None
 
@@ -428,7 +445,7 @@ def _defines(code: str | None, name: str) -> bool:
     if not code:
         return False
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except (SyntaxError, ValueError):
         return False
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
@@ -439,7 +456,7 @@ def _imports(code: str) -> str:
     """The prompt's top-level imports (`from typing import List`), which a
     completion that rewrites the whole function often leaves out."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except (SyntaxError, ValueError):
         return ""
     lines = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -5,9 +5,10 @@ float per trajectory. A trajectory is a dict: `messages` (the last assistant
 message is the completion), `user_data` (the row's fields as `(key,
 json.dumps(value))` pairs), optionally `prompt`. Its own rewards read the
 ground truth two ways: the newer ones from `user_data["ground_truth"]` (the
-cookbook passes `ground_truths=[]`), the older ones from `ground_truths[i]`, a
-trajectory whose last message holds the answer. So the label is
-`ground_truths[i]` when there is one, else `user_data[label_key]`.
+cookbook passes `ground_truths=[]`), `MathReward` from `ground_truths[i]`, a
+trajectory holding the answer in its `user_data` or else in its last message.
+So the label is `ground_truths[i]` when there is one, else
+`user_data[label_key]`.
 
 twinkle needs a float (it builds a tensor from the list): an unusable label
 gives 0.0 and a logged warning. Under group advantages that is no penalty:
@@ -53,13 +54,28 @@ class TwinkleReward:
         fields = user_data(trajectory.get("user_data"))
         label = fields.pop(self.label_key, None)
         if ground_truth is not None:
-            label = _answer(ground_truth)
+            label = self._answer(ground_truth)
         messages = list(trajectory.get("messages") or [])
         end = next((i for i in reversed(range(len(messages)))
                     if isinstance(messages[i], Mapping) and messages[i].get("role") == "assistant"), None)
         completion = message_text(messages[end]) if end is not None else ""  # twinkle's rewards: no answer, ""
         prompt = trajectory.get("prompt") or prompt_text(messages[:end] if end is not None else messages)
         return Sample(completion=completion, label=label, prompt=prompt, columns=fields)
+
+    def _answer(self, ground_truth: Any) -> Any:
+        """A ground truth as a label. A ground-truth trajectory (twinkle's
+        `MathReward` style) holds it in its `user_data`, else in its last message."""
+        if isinstance(ground_truth, Mapping):
+            fields = user_data(ground_truth.get("user_data"))
+            if self.label_key in fields:
+                return fields[self.label_key]
+            messages = ground_truth.get("messages")
+        else:
+            messages = getattr(ground_truth, "messages", None)
+        if isinstance(messages, Sequence) and not isinstance(messages, str) and messages:
+            last = messages[-1]
+            return message_text(last if isinstance(last, Mapping) else getattr(last, "content", last))
+        return ground_truth
 
 
 def user_data(items: Any) -> dict[str, Any]:
@@ -80,16 +96,6 @@ def user_data(items: Any) -> dict[str, Any]:
                     pass
             fields[entry[0]] = value
     return fields
-
-
-def _answer(ground_truth: Any) -> Any:
-    """A ground truth as a label; an old-style ground-truth trajectory holds
-    it in its last message."""
-    messages = ground_truth.get("messages") if isinstance(ground_truth, Mapping) else getattr(ground_truth, "messages", None)
-    if isinstance(messages, Sequence) and not isinstance(messages, str) and messages:
-        last = messages[-1]
-        return message_text(last if isinstance(last, Mapping) else getattr(last, "content", last))
-    return ground_truth
 
 
 def grpo_advantage(rewards: Sequence[float], num_generations: int,

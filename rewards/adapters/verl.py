@@ -135,10 +135,12 @@ def result(output: RewardOutput) -> dict[str, Any]:
 def plain(value: Any) -> Any:
     """`value` with numpy arrays and scalars (verl's non-tensor batch holds
     them) turned into lists and Python numbers, so labels parse as JSON would."""
+    if isinstance(value, str):
+        return str(value)  # numpy.str_ is a str, but not a plain one
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if not isinstance(value, (str, bytes)) and hasattr(value, "tolist"):
+    if not isinstance(value, bytes) and hasattr(value, "tolist"):
         return plain(value.tolist())
     return value

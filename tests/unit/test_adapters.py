@@ -144,30 +144,30 @@ def test_trl_async_reward_is_a_coroutine_function_that_trl_awaits():
     assert fake.seen == trl_expected(kwargs)
 
 
-def test_trl_async_reward_leaves_the_event_loop_free_while_scoring(monkeypatch):
-    real_to_thread = asyncio.to_thread
-    for reward in (DeferredReward(), BlockingReward()):
-        f = trl.trl_async_reward(reward)
+@pytest.mark.parametrize("reward_type", [DeferredReward, BlockingReward], ids=["submits", "scores-only"])
+def test_trl_async_reward_leaves_the_event_loop_free_while_scoring(reward_type, monkeypatch):
+    reward = reward_type()
+    f = trl.trl_async_reward(reward)
+    if reward_type is DeferredReward:  # its futures are awaited; only a reward that merely scores needs a thread
 
         async def no_threads(*args, **kwargs):
-            raise AssertionError("a reward with its own submit needs no thread: its futures are awaited")
+            raise AssertionError("a thread was used")
 
-        # a reward that only scores must run in a thread, one that submits must not hold one
-        monkeypatch.setattr(asyncio, "to_thread", no_threads if isinstance(reward, DeferredReward) else real_to_thread)
+        monkeypatch.setattr(asyncio, "to_thread", no_threads)
 
-        async def main():
-            task = asyncio.create_task(f(**trl_kwargs()))
-            for _ in range(20):
-                await asyncio.sleep(0.01)  # the loop keeps running other work
-            assert not task.done()
-            if isinstance(reward, DeferredReward):
-                assert len(reward.pending) == N  # all submitted at once, in parallel
-                reward.finish()
-            else:
-                reward.release.set()
-            return await task
+    async def main():
+        task = asyncio.create_task(f(**trl_kwargs()))
+        for _ in range(20):
+            await asyncio.sleep(0.01)  # the loop keeps running other work meanwhile
+        assert not task.done()
+        if isinstance(reward, DeferredReward):
+            assert len(reward.pending) == N  # all submitted at once, in parallel
+            reward.finish()
+        else:
+            reward.release.set()
+        return await task
 
-        assert asyncio.run(main()) == rewards_of(trl_expected(trl_kwargs()))
+    assert asyncio.run(main()) == rewards_of(trl_expected(trl_kwargs()))
 
 
 def test_trl_reward_functions_survive_pickling_for_the_async_worker():
@@ -266,6 +266,7 @@ def test_verl_compute_score_as_the_naive_manager_calls_it():
     compute_score = verl.make_compute_score(fake)
     results = [compute_score(**row) for row in verl_rows()]
     assert fake.seen == verl_expected()
+    assert type(fake.seen[2].label) is str and type(fake.seen[0].columns["index"]) is int  # numpy values made plain
     for res, sample in zip(results, verl_expected(), strict=True):
         out = expected_output(sample)
         assert list(res) == VERL_KEYS  # the reward loop indexes every sample by the first one's keys
@@ -497,9 +498,10 @@ def test_twinkle_reward_as_the_cookbook_calls_it():
 
 def test_twinkle_ground_truths_argument_wins_in_either_shape():
     fake = FakeReward()
-    old_style = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "42"}]}
-    twinkle.TwinkleReward(fake)(twinkle_trajectories(with_user_data=False)[:3], ['{"tests": []}', old_style, None])
-    assert [s.label for s in fake.seen] == ['{"tests": []}', "42", None]
+    in_message = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "42"}]}
+    in_user_data = {"messages": [{"role": "user", "content": "q"}], "user_data": [("ground_truth", '{"tests": ["assert 1"]}')]}
+    twinkle.TwinkleReward(fake)(twinkle_trajectories(with_user_data=False), ['{"tests": []}', in_message, in_user_data, None])
+    assert [s.label for s in fake.seen] == ['{"tests": []}', "42", {"tests": ["assert 1"]}, None, None]
 
 
 def test_grpo_advantage_matches_the_design():
@@ -533,7 +535,7 @@ def test_package_names_load_their_adapter_on_first_use():
     assert adapters.make_compute_score is verl.make_compute_score and adapters.grpo_advantage is twinkle.grpo_advantage
     assert adapters.agentfly_async_reward is agentfly.agentfly_async_reward
     with pytest.raises(AttributeError):
-        adapters.no_such_adapter  # noqa: B018
+        getattr(adapters, "no_such_adapter")
 
 
 def test_importing_the_adapters_imports_no_trainer_and_no_torch():
