@@ -185,7 +185,7 @@ def test_failure_messages_show_the_case(graded):
     asserts = graded["asserts-partial"].metadata["tests"][2]["message"]
 
     assert "wrong output for input '0 0\\n'" in stdio and "expected: '0\\n'" in stdio and "got:      '-1\\n'" in stdio
-    assert "add(0, 0)" in call and "expected: 0" in call and "got:      -1" in call
+    assert "add(" in call and "\nexpected: " in call and "\ngot:      " in call and "-1" in call
     assert "failed: 'assert add(-2, 5) == 3'" in asserts
 
 
@@ -331,14 +331,14 @@ def test_import_error_is_a_crash_in_generated_formats(graded, key):
 
 
 # -- completions that try to beat the generated formats ----------------------------------------------
-# Each runs against the same labels as an honest wrong answer, which earns 0.0:
+# Each runs against the same labels as an honest wrong answer (7, whatever the case), which earns 0.0:
 # no attempt may earn more, nor pass a single case.
 
 HONEST_WRONG = {
-    "asserts": "def add(a, b):\n    return 0\n",
-    "check": "def add(a, b):\n    return 0\n",
-    "call": "def add(a, b):\n    return 0\n",
-    "stdio": "print(0)\n",
+    "asserts": "def add(a, b):\n    return 7\n",
+    "check": "def add(a, b):\n    return 7\n",
+    "call": "def add(a, b):\n    return 7\n",
+    "stdio": "print(7)\n",
 }
 HACK_LABELS = {fmt: TIMED[fmt] for fmt in HONEST_WRONG}
 for _fmt, _completion in HONEST_WRONG.items():
@@ -349,32 +349,32 @@ FUNCTION_HACKS = {
                     "    def __ne__(self, other):\n        return False\n\n    __hash__ = object.__hash__\n\n"
                     "def add(a, b):\n    return Anything()\n",
     "int-subclass-always-equal": "class Int(int):\n    def __eq__(self, other):\n        return True\n\n"
-                                 "    __hash__ = int.__hash__\n\ndef add(a, b):\n    return Int(0)\n",
-    "sys-exit-at-import": "import sys\nsys.exit(0)\n\ndef add(a, b):\n    return 0\n",
-    "os-exit-at-import": "import os\nos._exit(0)\n\ndef add(a, b):\n    return 0\n",
+                                 "    __hash__ = int.__hash__\n\ndef add(a, b):\n    return Int(7)\n",
+    "sys-exit-at-import": "import sys\nsys.exit(0)\n\ndef add(a, b):\n    return 7\n",
+    "os-exit-at-import": "import os\nos._exit(0)\n\ndef add(a, b):\n    return 7\n",
     "sys-exit-in-function": "import sys\n\ndef add(a, b):\n    sys.exit(0)\n",
     "os-exit-in-function": "import os\n\ndef add(a, b):\n    os._exit(0)\n",
     "raise-system-exit": "def add(a, b):\n    raise SystemExit\n",
     "keyboard-interrupt-in-function": "def add(a, b):\n    raise KeyboardInterrupt\n",
-    "keyboard-interrupt-at-import": "raise KeyboardInterrupt\n\ndef add(a, b):\n    return 0\n",
+    "keyboard-interrupt-at-import": "raise KeyboardInterrupt\n\ndef add(a, b):\n    return 7\n",
     "sigint-to-the-test-process": "import os\nimport signal\n\ndef add(a, b):\n"
-                                  "    os.kill(os.getppid(), signal.SIGINT)\n    return 0\n",
+                                  "    os.kill(os.getppid(), signal.SIGINT)\n    return 7\n",
     "fake-pytest-summary": "import sys\nprint('=' * 20 + ' 3 passed in 0.01s ' + '=' * 20)\n\ndef add(a, b):\n"
                            "    print('PASSED')\n    print('=' * 20 + ' 3 passed in 0.01s ' + '=' * 20)\n"
-                           "    sys.stdout.flush()\n    return 0\n",
+                           "    sys.stdout.flush()\n    return 7\n",
     "overriding-builtins": "import builtins\n\n"
                            "builtins.isinstance = lambda *args: True\nbuiltins.type = lambda *args: int\n"
                            "builtins.len = lambda obj: 0\nbuiltins.AssertionError = type('Nothing', (Exception,), {})\n"
-                           "builtins.__dict__['repr'] = lambda obj: '3'\n\ndef add(a, b):\n    return 0\n",
+                           "builtins.__dict__['repr'] = lambda obj: '3'\n\ndef add(a, b):\n    return 7\n",
     "patching-the-workers-wire": "import sys\n\ndef add(a, b):\n    wire = sys.modules['rbwire']\n"
-                                 "    wire.encode = lambda value: {'$': 'anything', 'v': 3}\n    return 0\n",
+                                 "    wire.encode = lambda value: {'$': 'anything', 'v': 3}\n    return 7\n",
 }
 PROGRAM_HACKS = {
     "sys-exit-at-import": "import sys\nsys.exit(0)\n",
     "os-exit-at-import": "import os\nos._exit(0)\n",
     "keyboard-interrupt-at-import": "raise KeyboardInterrupt\n",
     "fake-pytest-summary": "print('=' * 20 + ' 3 passed in 0.01s ' + '=' * 20)\n",
-    "sigint-to-the-test-process": "import os\nimport signal\nos.kill(os.getppid(), signal.SIGINT)\nprint(0)\n",
+    "sigint-to-the-test-process": "import os\nimport signal\nos.kill(os.getppid(), signal.SIGINT)\nprint(7)\n",
 }
 HACKS = [(fmt, name) for fmt in ("asserts", "check", "call") for name in FUNCTION_HACKS]
 HACKS += [("stdio", name) for name in PROGRAM_HACKS]
