@@ -185,7 +185,7 @@ def test_failure_messages_show_the_case(graded):
     asserts = graded["asserts-partial"].metadata["tests"][2]["message"]
 
     assert "wrong output for input '0 0\\n'" in stdio and "expected: '0\\n'" in stdio and "got:      '-1\\n'" in stdio
-    assert "add(" in call and "\nexpected: " in call and "\ngot:      " in call and "-1" in call
+    assert "add(" in call and "expected: " in call and "got:      " in call and "-1" in call
     assert "failed: 'assert add(-2, 5) == 3'" in asserts
 
 
