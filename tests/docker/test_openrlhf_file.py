@@ -109,3 +109,23 @@ def test_a_batch_of_64(reward_func, direct):
     assert logs["crash_rate"][:per_round].tolist() == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
     assert logs["label_error_rate"][:per_round].tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     assert logs["sandbox_latency_s"][:5].min().item() > 0  # code samples ran in containers
+
+
+def test_agent_episode_feeds_failures_back_and_ends_on_success(sandbox):
+    from rewards.adapters.openrlhf import CodingEpisode, OpenRLHFReward
+
+    reward = CorrectnessReward(sandbox)
+    episode = CodingEpisode(scorer=OpenRLHFReward(reward=reward), max_steps=3)
+    label = json.dumps(ASSERTS)
+    episode.reset({"observation": PROMPT, "label": label})
+
+    first = episode.step({"observation_text": PROMPT, "action_text": CASES[0][0], "label": label})
+    second = episode.step({"observation_text": PROMPT, "action_text": CASES[1][0], "label": label})
+
+    assert first["done"] is False
+    assert "test_assert_2" in first["environment_feedback"]  # the failing test, by name
+    assert "assert f(5) == 0" in first["environment_feedback"]  # and what it checked
+    assert second["done"] is True and second["environment_feedback"] == ""
+    # OpenRLHF adds up the step rewards: the total is the last attempt's.
+    assert first["rewards"].item() + second["rewards"].item() == pytest.approx(1.0)
+    assert second["scores"].item() == pytest.approx(1.0)
