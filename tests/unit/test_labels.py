@@ -333,3 +333,29 @@ def test_labels_are_frozen(kind):
     with pytest.raises(ValueError, match="frozen"):
         label.kind = "pytest"
     assert label.kind == kind
+
+
+def test_equal_labels_are_parsed_once():
+    # A GRPO group shares one label: its samples share one frozen label object.
+    raw = {"tests": ["assert add(1, 2) == 3"], "setup": "import math"}
+
+    first = parse_label(raw)
+
+    assert parse_label(dict(reversed(list(raw.items())))) is first
+    assert parse_label(json.dumps(raw)) is parse_label(json.dumps(raw))
+    raw["tests"].append("assert add(0, 0) == 0")  # the caller's object stays the caller's
+    assert first.tests == ["assert add(1, 2) == 3"]
+    assert parse_label(raw).tests == ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
+
+
+def test_labels_that_are_not_json_data_still_parse():
+    label = parse_label({"fn_name": "f", "inputs": [[1]], "outputs": [{1, 2}]})
+
+    assert isinstance(label, CallLabel)
+    assert label.outputs == [{1, 2}]
+
+
+def test_an_unusable_label_fails_every_time():
+    for _ in range(2):
+        with pytest.raises(LabelError, match="2 inputs but 1 outputs"):
+            parse_label({"inputs": ["1\n", "2\n"], "outputs": ["1\n"]})
