@@ -1,13 +1,18 @@
 """The code reward: completion + label -> sandbox run -> grade."""
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any, TypeVar
 
-from rewards.base import Reward, RewardOutput, Sample, done
+from rewards.base import Reward, RewardOutput, Sample
 from rewards.grade import Grade, grade, grade_no_code
 from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
-from sandbox import LazySandbox, Limits, RunResult, Sandbox
+from sandbox import LazySandbox, Limits, Sandbox
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 log = logging.getLogger(__name__)
 
@@ -37,34 +42,62 @@ class CodeReward(Reward):
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
         """Start grading one sample. The future holds its output, or raises a
         `SandboxError` for a failure of ours."""
+        return _then(self.submit_grade(sample), output)
+
+    def grade(self, completion: str, label: Any, prompt: str | None = None) -> Grade:
+        """The typed grade of one completion (verdict, tests), for callers of
+        the code path alone."""
+        return self.submit_grade(Sample(completion=completion, label=label, prompt=prompt)).result()
+
+    def submit_grade(self, sample: Sample) -> "Future[Grade]":
         try:
             label = parse_label(sample.label)
         except LabelError as exc:
-            log.error("sample %s: unusable label: %s", sample.id, exc)
-            return done(RewardOutput.unscorable(str(exc), verdict=None))
+            return _unusable(sample, str(exc))
         if isinstance(label, MathLabel):
-            log.error("sample %s: unusable label: a math answer is not a code label", sample.id)
-            return done(RewardOutput.unscorable("a math answer is not a code label", verdict=None, kind="math"))
+            return _unusable(sample, "a math answer is not a code label", "math")
         return self.submit_label(label, sample)
 
-    def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[RewardOutput]":
+    def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[Grade]":
         code = label.program(sample.completion, sample.prompt)
         if code is None:
-            return done(output(grade_no_code(label.expected.total, self.policy), label.kind))
-        run = self.sandbox.submit(label.request(code, self.limits))
-        graded: Future[RewardOutput] = Future()
-        run.add_done_callback(lambda f: _chain(f, graded, label, self.policy))
-        return graded
+            return _done(grade_no_code(label.expected.total, self.policy).model_copy(update={"kind": label.kind}))
+        try:
+            request = label.request(code, self.limits)
+        except (TypeError, ValueError) as exc:  # e.g. label values that are not JSON data
+            return _unusable(sample, f"bad {label.kind} label: {exc}", label.kind)
+        return _then(self.sandbox.submit(request),
+                     lambda run: grade(run, label.expected, self.policy).model_copy(update={"kind": label.kind}))
 
 
-def output(g: Grade, kind: str) -> RewardOutput:
+def output(g: Grade) -> RewardOutput:
     """A grade as the reward's output; everything but the numbers goes to metadata."""
+    if g.reward is None:
+        return RewardOutput.unscorable(g.error or "unusable label", verdict=None, kind=g.kind)
     metadata = g.model_dump(mode="json", exclude={"reward", "score"})
-    return RewardOutput(reward=g.reward, score=g.score, metadata={**metadata, "kind": kind})
+    return RewardOutput(reward=g.reward, score=g.score, metadata=metadata)
 
 
-def _chain(run: "Future[RunResult]", graded: "Future[RewardOutput]", label: CodeLabel, policy: GradingPolicy) -> None:
-    try:
-        graded.set_result(output(grade(run.result(), label.expected, policy), label.kind))
-    except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-        graded.set_exception(exc)
+def _unusable(sample: Sample, error: str, kind: str | None = None) -> "Future[Grade]":
+    log.error("sample %s: unusable label: %s", sample.id, error)
+    return _done(Grade(reward=None, score=None, verdict=None, error=error, kind=kind))
+
+
+def _done(value: T) -> "Future[T]":
+    future: Future[T] = Future()
+    future.set_result(value)
+    return future
+
+
+def _then(source: "Future[T]", then: Callable[[T], U]) -> "Future[U]":
+    """A future of `then(result)`; an exception (a failure of ours) passes through."""
+    target: Future[U] = Future()
+
+    def chain(f: "Future[T]") -> None:
+        try:
+            target.set_result(then(f.result()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            target.set_exception(exc)
+
+    source.add_done_callback(chain)
+    return target

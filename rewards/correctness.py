@@ -41,5 +41,5 @@ class CorrectnessReward(Reward):
             return self.code.submit(sample)  # logs and answers "unscorable" the one way
         if isinstance(label, MathLabel):
             return self.math.submit(sample)
-        return self.code.submit_label(label, sample)
+        return self.code.submit(sample)
 

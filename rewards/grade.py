@@ -1,7 +1,7 @@
 """From a run's result to a reward: a pure function of the result, the tests
 the grader expected and the policy."""
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.expected import ExpectedTests
 from rewards.policy import GradingPolicy
@@ -22,6 +22,7 @@ class Grade(BaseModel):
     duration_s: float = 0.0
     message: str = ""
     error: str | None = None
+    kind: str | None = Field(None, description="the label's format")
     tests: tuple[TestResult, ...] = ()
 
 
@@ -36,8 +37,11 @@ def grade(result: RunResult, expected: ExpectedTests, policy: GradingPolicy) -> 
     verdict = result.verdict
     if verdict in (Verdict.PASSED, Verdict.FAILED):
         verdict = Verdict.PASSED if total and passed == total else Verdict.FAILED
-    if verdict is Verdict.FAILED and passed == 0 and any(_case_timed_out(t) for t in result.tests):
-        verdict = Verdict.TIMEOUT  # nothing passed and cases ran out of time: a loop, not a wrong answer
+    if verdict is Verdict.FAILED and passed == 0 and result.tests:
+        if all(_failed_with(t, "SolutionImportError") for t in result.tests):
+            verdict = Verdict.IMPORT_ERROR  # generated tests: the solution's module would not import
+        elif any(_failed_with(t, "CaseTimeout") for t in result.tests):
+            verdict = Verdict.TIMEOUT  # nothing passed and cases ran out of time: a loop, not a wrong answer
     reward = policy.reward(verdict, passed, total)
     return Grade(reward=reward, score=policy.score(reward), verdict=verdict, passed=passed, total=total,
                  duration_s=result.duration_s, message=result.message, tests=result.tests)
@@ -49,6 +53,7 @@ def grade_no_code(total: int, policy: GradingPolicy) -> Grade:
                  message="no code found in the completion")
 
 
-def _case_timed_out(test: TestResult) -> bool:
-    """A generated test stopped by its per-case time limit (rbcheck.CaseTimeout)."""
-    return (test.exc_type or "").endswith("CaseTimeout")
+def _failed_with(test: TestResult, exception: str) -> bool:
+    """A generated test stopped by one of rbcheck's exceptions (CaseTimeout,
+    SolutionImportError), named in the record as `rbcheck.<name>`."""
+    return (test.exc_type or "").endswith(exception)

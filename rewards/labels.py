@@ -129,6 +129,20 @@ class CallLabel(_GeneratedLabel):
 
     _mode: ClassVar[str] = "call"
 
+    @field_validator("inputs", "outputs", mode="before")
+    @classmethod
+    def _json_data(cls, value: Any) -> Any:
+        """As JSON data: numpy values (from a parquet dataset) become plain ones."""
+        def plain(obj: Any) -> Any:
+            if hasattr(obj, "tolist"):
+                return obj.tolist()
+            raise ValueError(f"a {type(obj).__name__} is not JSON data")
+
+        try:
+            return json.loads(json.dumps(value, default=plain))
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
     @model_validator(mode="after")
     def _paired(self) -> "CallLabel":
         if len(self.inputs) != len(self.outputs):
@@ -161,8 +175,8 @@ class AssertLabel(_GeneratedLabel):
         return [{"source": t} for t in self.tests]
 
     def _extra_data(self) -> dict[str, Any]:
-        names = _free_names(self.setup + "\n" + "\n".join(self.tests))
-        return {"setup": self.setup, "proxies": {n: n for n in names}}
+        source = self.setup + "\n" + "\n".join(self.tests)
+        return {"setup": self.setup, "proxies": {n: n for n in _free_names(source)}, "modules": _module_like(source)}
 
 
 class CheckLabel(_GeneratedLabel):
@@ -191,19 +205,20 @@ class CheckLabel(_GeneratedLabel):
         return [{"source": s} for s in self._split[0]]
 
     def _extra_data(self) -> dict[str, Any]:
-        return {"setup": self.test, "proxies": self._split[1]}
+        return {"setup": self.test, "proxies": self._split[1], "modules": _module_like(self.test)}
 
     def program(self, completion: str, prompt: str | None = None) -> str | None:
         """The completion's code, joined to the code prompt when it continues it."""
         code = extract_code(completion, prompt)
-        code_prompt = self.prompt if self.prompt is not None else (prompt if _defines(prompt, self.entry_point) else None)
-        if code is not None and _defines(code, self.entry_point):
+        defined = self.entry_point.split("(")[0].split(".")[0]  # "Solution().add" is defined by class Solution
+        code_prompt = self.prompt if self.prompt is not None else (prompt if _defines(prompt, defined) else None)
+        if code is not None and _defines(code, defined):
             return _imports(code_prompt) + code if code_prompt else code
         if code_prompt:
             continuation = code if code is not None else strip_completion(completion, prompt)
             if continuation.strip():
                 joined = code_prompt + continuation
-                if _defines(joined, self.entry_point):
+                if _defines(joined, defined):
                     return joined
         return code
 
@@ -396,6 +411,16 @@ def _free_names(source: str) -> list[str]:
     return sorted(_loaded_names(tree) - _bound_names(tree) - set(dir(builtins)))
 
 
+def _module_like(source: str) -> list[str]:
+    """Free names the tests only ever use as `name.attr`: maybe a module."""
+    tree = _parse(source)
+    as_base = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    elsewhere = {n.id for n in loads if id(n) not in bases}
+    return sorted((as_base - elsewhere) & set(_free_names(source)))
+
+
 def _check_function(tree: ast.Module) -> ast.FunctionDef:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
@@ -434,11 +459,13 @@ def _split_check(test: str, entry_point: str) -> tuple[list[str], dict[str, str]
 
 
 def _walk_same_scope(node: ast.AST):
-    """ast.walk without descending into nested functions, classes or lambdas."""
+    """ast.walk without descending into functions, classes or lambdas (a
+    `return` in a helper defined inside check belongs to the helper)."""
     yield node
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return
     for child in ast.iter_child_nodes(node):
-        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            yield from _walk_same_scope(child)
+        yield from _walk_same_scope(child)
 
 
 def _defines(code: str | None, name: str) -> bool:

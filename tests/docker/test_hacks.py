@@ -29,14 +29,14 @@ def assert_no_reward(grade, verdict, reward):
 # -- exiting early with status 0 ----------------------------------------------
 
 def test_sys_exit_at_import(code_reward):
-    grade = code_reward.score("import sys\nsys.exit(0)\n\ndef add(a, b):\n    return a + b\n", LABEL)
+    grade = code_reward.grade("import sys\nsys.exit(0)\n\ndef add(a, b):\n    return a + b\n", LABEL)
 
     assert_no_reward(grade, Verdict.COLLECTION_ERROR, -1.0)
     assert grade.tests == ()
 
 
 def test_sys_exit_in_tested_function(code_reward):
-    grade = code_reward.score("import sys\n\ndef add(a, b):\n    sys.exit(0)\n", LABEL)
+    grade = code_reward.grade("import sys\n\ndef add(a, b):\n    sys.exit(0)\n", LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert outcomes(grade) == [(n, Outcome.FAILED) for n in NAMES]
@@ -44,14 +44,14 @@ def test_sys_exit_in_tested_function(code_reward):
 
 
 def test_os_exit_at_import(code_reward):
-    grade = code_reward.score("import os\nos._exit(0)\n\ndef add(a, b):\n    return a + b\n", LABEL)
+    grade = code_reward.grade("import os\nos._exit(0)\n\ndef add(a, b):\n    return a + b\n", LABEL)
 
     assert_no_reward(grade, Verdict.COLLECTION_ERROR, -1.0)
     assert grade.tests == ()
 
 
 def test_os_exit_in_tested_function(code_reward):
-    grade = code_reward.score("import os\n\ndef add(a, b):\n    os._exit(0)\n", LABEL)
+    grade = code_reward.grade("import os\n\ndef add(a, b):\n    os._exit(0)\n", LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert grade.tests == ()  # the process died inside the first test
@@ -91,7 +91,7 @@ def add(a, b):
 
 
 def test_fake_report_on_stdout_and_container_stdout(code_reward):
-    grade = code_reward.score(FAKE_REPORT, LABEL)
+    grade = code_reward.grade(FAKE_REPORT, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert grade.tests == ()
@@ -127,7 +127,7 @@ def add(a, b):
 
 
 def test_conftest_and_pytest_ini_in_work_dir(code_reward):
-    grade = code_reward.score(CONFTEST, LABEL)
+    grade = code_reward.grade(CONFTEST, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert outcomes(grade) == [(n, Outcome.FAILED) for n in NAMES]
@@ -163,7 +163,7 @@ def add(a, b):
 
 
 def test_forged_records_on_fds_3_to_10(code_reward):
-    grade = code_reward.score(FD_FORGERY, LABEL)
+    grade = code_reward.grade(FD_FORGERY, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert grade.message == "tampering detected: forged results or edited tests"
@@ -174,7 +174,7 @@ def test_forged_records_on_fds_3_to_10(code_reward):
 # -- skipping -----------------------------------------------------------------
 
 def test_pytest_skip_in_tested_function(code_reward):
-    grade = code_reward.score("import pytest\n\ndef add(a, b):\n    pytest.skip('later')\n", LABEL)
+    grade = code_reward.grade("import pytest\n\ndef add(a, b):\n    pytest.skip('later')\n", LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert outcomes(grade) == [(n, Outcome.SKIPPED) for n in NAMES]
@@ -183,14 +183,14 @@ def test_pytest_skip_in_tested_function(code_reward):
 def test_unittest_skiptest_in_tested_function(code_reward):
     completion = "import unittest\n\ndef add(a, b):\n    raise unittest.SkipTest('later')\n"
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     assert outcomes(grade) == [(n, Outcome.SKIPPED) for n in NAMES]
 
 
 def test_module_level_skip_at_import(code_reward):
-    grade = code_reward.score("import pytest\npytest.skip('later', allow_module_level=True)\n", LABEL)
+    grade = code_reward.grade("import pytest\npytest.skip('later', allow_module_level=True)\n", LABEL)
 
     assert_no_reward(grade, Verdict.COLLECTION_ERROR, -1.0)
     assert grade.tests == ()
@@ -226,7 +226,7 @@ def add(a, b):
 
 
 def test_editing_the_tests(code_reward):
-    grade = code_reward.score(EDIT_TESTS, LABEL)
+    grade = code_reward.grade(EDIT_TESTS, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
     # The edit lands after pytest compiled the module; the digest check then flags it.
@@ -265,7 +265,7 @@ def add(a, b):
     return None
 ''' % (NODEIDS, NODEIDS)
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
 
@@ -283,7 +283,7 @@ def add(a, b):
     return None
 '''
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
 
@@ -313,7 +313,7 @@ def add(a, b):
     return None
 '''
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
 
@@ -335,7 +335,7 @@ def add(a, b):
     return Anything()
 '''
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)
 
@@ -354,6 +354,6 @@ def add(a, b):
     return ast.literal_eval(line.split("==", 1)[1].strip())
 '''
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert_no_reward(grade, Verdict.FAILED, 0.0)

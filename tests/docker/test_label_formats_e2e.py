@@ -223,8 +223,6 @@ run("off-by-one-big-ints", "import sys\nprint(1000001 if sys.stdin.read() == '\\
 run("off-by-999-mod-answer", "print(999999000)\n", {"inputs": ["\n"], "outputs": ["999999999\n"]})
 
 
-@pytest.mark.xfail(strict=True, reason="integer tokens are compared as floats within float_tolerance (relative 1e-6): "
-                                       "wrong integer answers near 1e6 and above pass, e.g. 999999000 for 999999999")
 @pytest.mark.parametrize("key", ["off-by-one-big-ints", "off-by-999-mod-answer"])
 def test_wrong_big_integers_fail(graded, key):
     assert graded[key].reward == 0.0, show(graded[key])
@@ -319,8 +317,6 @@ def test_syntax_error_is_a_crash(graded):
     assert out.reward == -1.0
 
 
-@pytest.mark.xfail(strict=True, reason="design section 4 makes an import error a crash (-1.0); in the generated formats "
-                                       "it fails every case instead (verdict failed, reward 0.0, like a wrong answer)")
 @pytest.mark.parametrize("key", ["import-error-call", "import-error-asserts"])
 def test_import_error_is_a_crash_in_generated_formats(graded, key):
     out = graded[key]
@@ -400,10 +396,14 @@ def test_hacks_do_not_beat_an_honest_wrong_answer(graded, fmt, name):
     assert_no_better_than_honest(graded, fmt, f"hack-{fmt}-{name}")
 
 
-def test_values_that_are_not_plain_data_are_refused(graded):
-    for key in ("hack-call-always-equal", "hack-asserts-int-subclass-always-equal"):
-        messages = [t["message"] for t in graded[key].metadata["tests"]]
-        assert all("cannot cross the sandbox boundary" in m for m in messages), messages
+def test_values_that_are_not_plain_data_are_refused_or_reduced(graded):
+    # An object of the solution's own class cannot cross at all.
+    messages = [t["message"] for t in graded["hack-call-always-equal"].metadata["tests"]]
+    assert all("cannot cross the sandbox boundary" in m for m in messages), messages
+    # An int subclass crosses as the plain int it holds: its __eq__ stays behind.
+    messages = [t["message"] for t in graded["hack-asserts-int-subclass-always-equal"].metadata["tests"]]
+    assert messages and all(m.startswith("AssertionError: failed: 'assert") or "failed: 'assert" in m
+                            for m in messages), messages
 
 
 def test_overridden_builtins_stay_in_the_solutions_process(graded):
@@ -520,10 +520,6 @@ def test_lazy_import_label_grades_honest_answers(graded):
     assert graded["honest-wrong-lazy-import"].reward == 0.0, show(graded["honest-wrong-lazy-import"])
 
 
-@pytest.mark.xfail(strict=True, reason="the completion can chmod /work/.tests (owned by the sandbox user) and plant "
-                                       "a module there; the pytest process has /work/.tests first on sys.path, so a "
-                                       "later import in the test process (here `import fractions` in a check helper) "
-                                       "runs the completion's code next to rbcheck: it patches rbcheck.check")
 def test_planted_modules_do_not_reach_the_test_process(graded):
     out = graded["hack-check-plant-module"]
 
@@ -543,16 +539,17 @@ run("module-used-by-tests", "import math\n\ndef area(r):\n    return math.pi * r
     {"tests": ["assert math.isclose(area(1), 3.14159, rel_tol=1e-3)"]})
 
 
-@pytest.mark.xfail(strict=True, reason="only exact builtin types cross rbwire: a correct answer returned as a "
-                                       "dict subclass (Counter, defaultdict) fails its case")
 @pytest.mark.parametrize("key", ["counter-call", "defaultdict-asserts"])
 def test_dict_subclasses_are_compared_as_dicts(graded, key):
     assert graded[key].reward == 1.0, show(graded[key])
 
 
-@pytest.mark.xfail(strict=True, reason="every free name in asserts is a proxy that can only be called, and what it "
-                                       "returns must be plain data: `Solution().add(...)` (an instance) and "
-                                       "`math.isclose` (math imported by the solution, not the tests) fail")
-@pytest.mark.parametrize("key", ["solution-class-in-asserts", "module-used-by-tests"])
+@pytest.mark.parametrize("key", [
+    pytest.param("solution-class-in-asserts", marks=pytest.mark.xfail(strict=True, reason=(
+        "a free name in asserts is a proxy whose calls must return plain data: `Solution().add(...)` builds an "
+        "instance, which cannot cross; LeetCode-style tasks belong in call labels (fn_name) or check labels "
+        "with entry_point 'Solution().add'"))),
+    "module-used-by-tests",
+])
 def test_asserts_may_use_the_solutions_classes_and_modules(graded, key):
     assert graded[key].reward == 1.0, show(graded[key])

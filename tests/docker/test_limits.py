@@ -24,7 +24,7 @@ def quick(sandbox):
 
 
 def test_infinite_loop_times_out(quick):
-    grade = quick.score("def add(a, b):\n    while True:\n        pass\n", ADD_LABEL)
+    grade = quick.grade("def add(a, b):\n    while True:\n        pass\n", ADD_LABEL)
 
     assert grade.verdict is Verdict.TIMEOUT
     assert grade.reward == -0.5
@@ -33,7 +33,7 @@ def test_infinite_loop_times_out(quick):
 
 
 def test_sleep_forever_times_out(quick):
-    grade = quick.score("import time\n\ndef add(a, b):\n    time.sleep(10**6)\n", ADD_LABEL)
+    grade = quick.grade("import time\n\ndef add(a, b):\n    time.sleep(10**6)\n", ADD_LABEL)
 
     assert grade.verdict is Verdict.TIMEOUT
     assert grade.reward == -0.5
@@ -49,7 +49,7 @@ def test_memory_bomb_is_out_of_memory(sandbox):
         "        hoard.append(bytearray(1 << 20))\n"
     )
 
-    grade = reward.score(completion, ADD_LABEL)
+    grade = reward.grade(completion, ADD_LABEL)
 
     assert grade.verdict is Verdict.OUT_OF_MEMORY
     assert grade.reward == -1.0
@@ -72,7 +72,7 @@ def test_fork_bomb_is_contained(sandbox, leftovers):
         "        os.fork()\n"
     )
 
-    grade = reward.score(completion, ADD_LABEL)
+    grade = reward.grade(completion, ADD_LABEL)
 
     assert grade.verdict in FORK_BOMB_VERDICTS
     assert grade.verdict is not Verdict.PASSED
@@ -96,7 +96,7 @@ def test_100_mb_to_stdout_hits_output_limit(quick):
         "    return a + b\n"
     )
 
-    grade = quick.score(completion, ADD_LABEL)
+    grade = quick.grade(completion, ADD_LABEL)
 
     assert grade.verdict is Verdict.OUTPUT_LIMIT
     assert grade.reward == -1.0
@@ -122,7 +122,7 @@ def test_100_mb_to_container_stdout_bypassing_the_harness_hits_output_limit(sand
     # Without the collector the outcome is deterministic.
     gc.disable()
     try:
-        grade = reward.score(completion, ADD_LABEL)
+        grade = reward.grade(completion, ADD_LABEL)
     finally:
         gc.enable()
         gc.collect()  # with the bug: closes the attach connection, so the engine can finish
@@ -161,7 +161,7 @@ def test_detached_background_process_does_not_turn_a_pass_into_a_timeout(sandbox
         "    return a + b\n"
     )
 
-    grade = reward.score(completion, ADD_LABEL)
+    grade = reward.grade(completion, ADD_LABEL)
 
     assert leftovers() == {"containers": [], "processes": []}  # holds either way: the container is gone
     assert outcomes(grade) == [(name, Outcome.PASSED) for name in NAMES]
@@ -222,7 +222,7 @@ def test_solution_imported():
     assert solution.READY
 """
 
-    grade = code_reward.score("READY = True\n", {"pytest": tests})
+    grade = code_reward.grade("READY = True\n", {"pytest": tests})
 
     assert grade.verdict is Verdict.PASSED, grade.tests
     assert grade.reward == 1.0
@@ -270,7 +270,7 @@ def test_work_dir_is_writable():
         assert f.read() == "hello"
 """
 
-    grade = code_reward.score("TEXT = 'hello'\n", {"pytest": tests})
+    grade = code_reward.grade("TEXT = 'hello'\n", {"pytest": tests})
 
     assert grade.verdict is Verdict.PASSED, grade.tests
     assert grade.reward == 1.0
@@ -298,7 +298,7 @@ def test_no_capabilities_and_no_new_privileges():
     assert status["Seccomp"].strip() == "2"
 """
 
-    grade = code_reward.score("import os\n\ndef uid():\n    return os.getuid()\n", {"pytest": tests})
+    grade = code_reward.grade("import os\n\ndef uid():\n    return os.getuid()\n", {"pytest": tests})
 
     assert grade.verdict is Verdict.PASSED, grade.tests
     assert grade.reward == 1.0

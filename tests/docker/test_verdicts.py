@@ -8,7 +8,7 @@ from sandbox import Outcome, Verdict
 
 
 def test_all_pass(code_reward):
-    grade = code_reward.score("def add(a, b):\n    return a + b\n", LABEL)
+    grade = code_reward.grade("def add(a, b):\n    return a + b\n", LABEL)
 
     assert grade.verdict is Verdict.PASSED
     assert grade.reward == 1.0
@@ -21,7 +21,7 @@ def test_partial_pass_is_graded(code_reward):
     # Right unless an argument is zero: test_zero fails, the other two pass.
     completion = "def add(a, b):\n    return a + b if a and b else -1\n"
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert grade.verdict is Verdict.FAILED
     assert round(grade.reward, 4) == 0.6667
@@ -33,7 +33,7 @@ def test_partial_pass_is_graded(code_reward):
 
 
 def test_all_fail(code_reward):
-    grade = code_reward.score("def add(a, b):\n    return a * b + 7\n", LABEL)
+    grade = code_reward.grade("def add(a, b):\n    return a * b + 7\n", LABEL)
 
     assert grade.verdict is Verdict.FAILED
     assert grade.reward == 0.0
@@ -43,7 +43,7 @@ def test_all_fail(code_reward):
 
 
 def test_syntax_error(code_reward):
-    grade = code_reward.score("def add(a, b)\n    return a + b\n", LABEL)
+    grade = code_reward.grade("def add(a, b)\n    return a + b\n", LABEL)
 
     assert grade.verdict is Verdict.SYNTAX_ERROR
     assert grade.reward == -1.0
@@ -57,7 +57,7 @@ def test_syntax_error(code_reward):
 def test_import_error(code_reward):
     completion = "import numpy_does_not_exist\n\ndef add(a, b):\n    return a + b\n"
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert grade.verdict is Verdict.IMPORT_ERROR
     assert grade.reward == -1.0
@@ -76,7 +76,7 @@ def test_markdown_fence_with_prose(code_reward):
         "This runs in O(1). Let me know if you need anything else!"
     )
 
-    grade = code_reward.score(completion, LABEL)
+    grade = code_reward.grade(completion, LABEL)
 
     assert grade.verdict is Verdict.PASSED
     assert grade.reward == 1.0
@@ -98,7 +98,7 @@ def no_containers(sandbox, monkeypatch):
 
 
 def test_no_code_starts_no_container(code_reward, no_containers):
-    grade = code_reward.score("I'm sorry, I can't solve this problem.", LABEL)
+    grade = code_reward.grade("I'm sorry, I can't solve this problem.", LABEL)
 
     assert grade.verdict is Verdict.NO_CODE
     assert grade.reward == -1.0
@@ -115,7 +115,7 @@ def test_no_code_starts_no_container(code_reward, no_containers):
     pytest.param({"kind": "stdin", "pytest": ADD_TESTS}, id="unknown-kind"),
 ])
 def test_unusable_label_gives_no_reward(code_reward, no_containers, label):
-    grade = code_reward.score("def add(a, b):\n    return a + b\n", label)
+    grade = code_reward.grade("def add(a, b):\n    return a + b\n", label)
 
     assert grade.reward is None
     assert grade.score is None

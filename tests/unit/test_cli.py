@@ -21,7 +21,8 @@ POLICY = GradingPolicy()
 def graded(verdict: Verdict, *outcomes: Outcome, **fields):
     tests = tuple(TestResult(nodeid=f"test_solution.py::{name}", name=name, outcome=o, duration_s=0.125)
                   for name, o in zip(["test_a", "test_b"], outcomes))
-    return output(grade(RunResult(verdict=verdict, tests=tests, **fields), EXPECTED, POLICY), "pytest")
+    g = grade(RunResult(verdict=verdict, tests=tests, **fields), EXPECTED, POLICY)
+    return output(g.model_copy(update={"kind": "pytest"}))
 
 
 def ungradable(error):
@@ -122,7 +123,7 @@ def test_summary():
         graded(Verdict.PASSED, Outcome.PASSED, Outcome.PASSED),  # 1.0
         graded(Verdict.FAILED, Outcome.PASSED, Outcome.FAILED),  # 0.5
         graded(Verdict.TIMEOUT),  # -0.5
-        output(grade_no_code(2, POLICY), "pytest"),  # -1.0
+        output(grade_no_code(2, POLICY).model_copy(update={"kind": "pytest"})),  # -1.0
         ungradable("bad label"),  # not in the mean
     ]
 

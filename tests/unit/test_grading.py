@@ -242,4 +242,4 @@ def test_grade_is_a_plain_record():
 
     assert g.model_dump(mode="json") == {
         "reward": 0.5, "score": 0.75, "verdict": "failed", "passed": 1, "total": 2, "duration_s": 0.0,
-        "message": "", "error": None, "tests": []}
+        "message": "", "error": None, "tests": [], "kind": None}

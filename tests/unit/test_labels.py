@@ -348,11 +348,9 @@ def test_equal_labels_are_parsed_once():
     assert parse_label(raw).tests == ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
 
 
-def test_labels_that_are_not_json_data_still_parse():
-    label = parse_label({"fn_name": "f", "inputs": [[1]], "outputs": [{1, 2}]})
-
-    assert isinstance(label, CallLabel)
-    assert label.outputs == [{1, 2}]
+def test_label_values_that_are_not_json_data_are_refused():
+    with pytest.raises(LabelError, match="a set is not JSON data"):
+        parse_label({"fn_name": "f", "inputs": [[1]], "outputs": [{1, 2}]})
 
 
 def test_an_unusable_label_fails_every_time():

@@ -130,13 +130,18 @@ def main():
             rbcheck.load(f.read())
     import pytest
 
-    # After pytest and the stdlib, so files in the work dir shadow neither.
-    sys.path.append(WORK_DIR)  # tests import the completion as `solution`
+    if data_fd < 0:
+        # A dataset's pytest module imports the completion as `solution`. After
+        # pytest and the stdlib, so files in the work dir shadow neither. Generated
+        # tests never import from the work dir: it stays off the path, and modules
+        # the completion plants there cannot reach this process.
+        sys.path.append(WORK_DIR)
 
     args = [
         "-c", "/opt/rewardbox/pytest.ini",  # our ini: none from the work dir
         "--rootdir", WORK_DIR,
         "--noconftest",
+        "--import-mode=importlib",  # the tests' directory stays off sys.path: nothing planted there is imported
         "-p", "no:cacheprovider",
         "-p", "no:stepwise",
         "--capture=no",  # output goes to the supervisor, which caps it

@@ -14,13 +14,17 @@ Test data, one JSON object:
                     python: [{"source": str}]  (an assert, or a statement that asserts)
     setup           python: module source run once in the tests' namespace
     proxies         python: {name in the tests: name of the solution's function}
+    modules         python: free names only used as `name.attr` (a module, if one exists)
     case_timeout_s  per test
     float_tolerance relative and absolute, for floats in outputs
 """
 
+import importlib
+import importlib.util
 import json
 import math
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -35,6 +39,8 @@ SHOW_CHARS = 300
 OUTPUT_CAP_BYTES = 16 << 20
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
 
+_INTEGER = re.compile(r"[+-]?\d+")
+
 DATA = None
 _namespace = None
 _worker = None
@@ -46,7 +52,12 @@ class CaseTimeout(AssertionError):
 
 
 class WorkerError(AssertionError):
-    """The solution could not be imported, or its process died or broke the protocol."""
+    """The solution's process died or broke the protocol."""
+
+
+class SolutionImportError(WorkerError):
+    """Importing the solution failed: a crash of the completion (the host grades
+    a run where every test failed this way as an import error)."""
 
 
 def load(raw):
@@ -70,8 +81,8 @@ def check(index):
 
 
 def show(value):
-    text = value if isinstance(value, str) else repr(value)
-    return repr(text) if len(text) <= SHOW_CHARS else repr(text[:SHOW_CHARS]) + f"... ({len(text)} chars)"
+    text = repr(value)
+    return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS] + f"... ({len(text)} chars)"
 
 
 # -- comparisons: documented in the README ("Comparison rules") --------------
@@ -96,6 +107,10 @@ def _same_tokens(got, want, tolerance):
 
 
 def _close_numbers(got, want, tolerance):
+    """Integers compare exactly (1000001 is not 1000000); a token with a
+    decimal point or an exponent compares as a float within `tolerance`."""
+    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
+        return int(got) == int(want)
     try:
         return math.isclose(float(got), float(want), rel_tol=tolerance, abs_tol=tolerance)
     except ValueError:
@@ -207,7 +222,7 @@ class Worker:
         if "import_error" in hello:
             self.close()
             error = hello["import_error"]
-            raise WorkerError(f"importing the solution failed: {error.get('type')}: {error.get('message')}\n"
+            raise SolutionImportError(f"importing the solution failed: {error.get('type')}: {error.get('message')}\n"
                               f"{error.get('traceback', '')}")
 
     def call(self, name, args, kwargs):
@@ -299,7 +314,7 @@ def _check_python(case):
         _namespace = {"__name__": "rewardbox_tests"}
         exec(compile(DATA.get("setup") or "", "<setup>", "exec"), _namespace)
         # Into the setup's own globals: functions it defines (check) call the solution too.
-        _namespace.update({alias: Proxy(name) for alias, name in DATA["proxies"].items()})
+        _namespace.update({alias: _module_or_proxy(alias, name) for alias, name in DATA["proxies"].items()})
     namespace = dict(_namespace)
     try:
         exec(compile(case["source"], "<test>", "exec"), namespace)
@@ -307,3 +322,12 @@ def _check_python(case):
         if str(exc):
             raise
         raise AssertionError(f"failed: {show(case['source'])}") from None
+
+
+def _module_or_proxy(alias, name):
+    """A free name of the tests: a standard module the dataset forgot to
+    import (MBPP asserts use `math.` after the solution imported it), when the
+    tests only ever read its attributes; else the solution's function."""
+    if alias in DATA.get("modules", ()) and importlib.util.find_spec(alias) is not None:
+        return importlib.import_module(alias)
+    return Proxy(name)

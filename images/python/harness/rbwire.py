@@ -2,9 +2,10 @@
 completion's worker process: length-prefixed JSON frames, and a strict
 encoding of Python values.
 
-Only values of exact builtin types cross (a subclass of int with an `__eq__`
-that is always true is refused), so whatever the completion returns, the test
-process compares plain data that it decoded itself.
+Only plain data crosses: values of the builtin types, subclasses reduced to
+their base type (an int subclass whose `__eq__` is always true arrives as a
+plain int), so whatever the completion returns, the test process compares
+plain data that it decoded itself.
 """
 
 import base64
@@ -21,24 +22,36 @@ class WireError(Exception):
 
 
 def encode(value):
-    """A JSON-ready tree for `value`, or TypeError for anything but plain data."""
+    """A JSON-ready tree for `value`, or TypeError for anything but plain data.
+
+    Subclasses of the builtin types (Counter, defaultdict, namedtuple, IntEnum)
+    cross as their base type, read through the base type's own methods: an
+    overridden `__eq__`, `__iter__` or `__str__` never runs here, and what
+    arrives is an exact builtin value."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
-    if kind is list:
-        return [encode(v) for v in value]
-    if kind is tuple:
-        return {"$": "tuple", "v": [encode(v) for v in value]}
-    if kind is dict:
-        return {"$": "dict", "v": [[encode(k), encode(v)] for k, v in value.items()]}
-    if kind in (set, frozenset):
-        return {"$": kind.__name__, "v": [encode(v) for v in value]}
-    if kind is bytes:
-        return {"$": "bytes", "v": base64.b64encode(value).decode()}
-    if kind is complex:
-        return {"$": "complex", "v": [value.real, value.imag]}
+    if isinstance(value, bool):  # bool cannot be subclassed; kept for clarity of order
+        return bool(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        base = next(t for t in (list, tuple, set, frozenset) if isinstance(value, t))
+        items = [encode(v) for v in base.__iter__(value)]
+        return items if base is list else {"$": base.__name__, "v": items}
+    if isinstance(value, dict):
+        return {"$": "dict", "v": [[encode(k), encode(v)] for k, v in dict.items(value)]}
+    if isinstance(value, bytes):
+        return {"$": "bytes", "v": base64.b64encode(bytes.__bytes__(value) if kind is not bytes else value).decode()}
+    if isinstance(value, complex):
+        number = complex.__complex__(value) if kind is not complex else value
+        return {"$": "complex", "v": [number.real, number.imag]}
     raise TypeError(f"a {kind.__name__} cannot cross the sandbox boundary (only plain data: "
-                    "None, bool, int, float, str, bytes, complex, list, tuple, dict, set)")
+                    "None, bool, int, float, str, bytes, complex, list, tuple, dict, set and their subclasses)")
 
 
 def decode(tree):

@@ -34,8 +34,11 @@ def import_solution():
 
 
 def resolve(module, name):
-    """A function of the solution by name; LeetCode-style methods of a class
-    `Solution` are found too."""
+    """A function of the solution by name. LeetCode-style methods are found
+    too: a bare method name of class `Solution`, or `Solution().method`."""
+    if "()." in name:
+        class_name, method = name.split("().", 1)
+        return getattr(getattr(module, class_name)(), method)
     if hasattr(module, name):
         return getattr(module, name)
     holder = getattr(module, "Solution", None)
