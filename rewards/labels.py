@@ -64,6 +64,13 @@ class _GeneratedLabel(_Label):
     _mode: ClassVar[str] = ""
     _test_name: ClassVar[str] = "test_case"
 
+    @model_validator(mode="after")
+    def _paired(self) -> "_GeneratedLabel":
+        inputs, outputs = getattr(self, "inputs", None), getattr(self, "outputs", None)
+        if inputs is not None and outputs is not None and len(inputs) != len(outputs):
+            raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
+        return self
+
     def _cases(self) -> list[dict[str, Any]]:
         raise NotImplementedError
 
@@ -82,11 +89,15 @@ class _GeneratedLabel(_Label):
     def expected(self) -> ExpectedTests:
         return expected_tests(self._test_module)
 
+    @cached_property
+    def _test_data(self) -> str:
+        """Built once per label (labels are cached): samples share it."""
+        return json.dumps({"mode": self._mode, "cases": self._cases(), "case_timeout_s": self.case_timeout_s,
+                           "float_tolerance": self.float_tolerance, **self._extra_data()})
+
     def request(self, code: str, limits: Limits) -> RunRequest:
-        data = {"mode": self._mode, "cases": self._cases(), "case_timeout_s": self.case_timeout_s,
-                "float_tolerance": self.float_tolerance, **self._extra_data()}
         return RunRequest(files={SOLUTION_FILE: code}, tests={TEST_FILE: self._test_module},
-                          test_data=json.dumps(data), limits=limits)
+                          test_data=self._test_data, limits=limits)
 
 
 class StdioLabel(_GeneratedLabel):
@@ -106,12 +117,6 @@ class StdioLabel(_GeneratedLabel):
         if isinstance(value, list):
             return ["\n".join(map(str, v)) + "\n" if isinstance(v, list) else v for v in value]
         return value
-
-    @model_validator(mode="after")
-    def _paired(self) -> "StdioLabel":
-        if len(self.inputs) != len(self.outputs):
-            raise ValueError(f"{len(self.inputs)} inputs but {len(self.outputs)} outputs")
-        return self
 
     def _cases(self) -> list[dict[str, Any]]:
         return [{"input": i, "output": o} for i, o in zip(self.inputs, self.outputs)]
@@ -142,12 +147,6 @@ class CallLabel(_GeneratedLabel):
             return json.loads(json.dumps(value, default=plain))
         except TypeError as exc:
             raise ValueError(str(exc)) from None
-
-    @model_validator(mode="after")
-    def _paired(self) -> "CallLabel":
-        if len(self.inputs) != len(self.outputs):
-            raise ValueError(f"{len(self.inputs)} inputs but {len(self.outputs)} outputs")
-        return self
 
     def _cases(self) -> list[dict[str, Any]]:
         return [{"name": self.fn_name, "args": i, "output": o} for i, o in zip(self.inputs, self.outputs)]

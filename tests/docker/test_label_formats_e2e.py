@@ -10,6 +10,7 @@ share the session's containers in parallel; each test then reads its own.
 import json
 
 import pytest
+from add_task import ADD_TESTS
 
 from rewards import GradingPolicy, RewardOutput, Sample
 
@@ -40,18 +41,7 @@ def show(out: RewardOutput) -> str:
 
 # -- each format: pass, partial, fail ----------------------------------------------------------
 
-ADD_PYTEST = """\
-from solution import add
-
-def test_small():
-    assert add(1, 2) == 3
-
-def test_zero():
-    assert add(0, 0) == 0
-
-def test_negative():
-    assert add(-2, 5) == 3
-"""
+ADD_PYTEST = ADD_TESTS
 VOWELS_PROMPT = 'def count_vowels(s: str) -> int:\n    """Number of vowels (a, e, i, o, u) in s, in any case."""\n'
 VOWELS_TEST = """\
 METADATA = {}
