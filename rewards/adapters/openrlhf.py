@@ -36,7 +36,6 @@ sandbox's own bounded retries) is logged at ERROR and raised.
 """
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -46,7 +45,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewards.base import Reward, RewardOutput, Sample
-from rewards.policy import CRASHES, GradingPolicy
+from rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
+from rewards.policy import GradingPolicy
 from sandbox import Limits, SandboxError
 
 __all__ = [
@@ -68,8 +68,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CRASH_VERDICTS = frozenset(v.value for v in CRASHES)
-LOG_KEYS = ("pass_rate", "timeout_rate", "crash_rate", "format_rate", "sandbox_latency_s", "label_error_rate")
 
 # The text after the model's end-of-turn token (part of the action text): close
 # nothing, open a user turn, then open the assistant's next turn.
@@ -218,64 +216,6 @@ def split_response(query: str, prompt: str | None) -> str:
     return query
 
 
-def sample_logs(output: RewardOutput) -> dict[str, float]:
-    """One sample's share of each rate in `extra_logs`: OpenRLHF averages
-    these per-sample values over the batch it logs.
-
-    `format_rate` is the format component's `format_ok` when the reward mixes
-    one in; otherwise whether the completion held code to run (verdict other
-    than "no_code"). `sandbox_latency_s` is 0.0 when no container ran.
-
-    >>> logs = sample_logs(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "duration_s": 0.5}))
-    >>> logs["pass_rate"], logs["crash_rate"], logs["format_rate"], logs["sandbox_latency_s"]
-    (1.0, 0.0, 1.0, 0.5)
-    """
-    metadata = output.metadata
-    verdict = _verdict(metadata)
-    format_ok = _find(metadata, "format_ok")
-    if format_ok is None:
-        format_ok = verdict not in (None, "no_code")
-    duration = _find(metadata, "duration_s")
-    return {
-        "pass_rate": float(verdict == "passed"),
-        "timeout_rate": float(verdict == "timeout"),
-        "crash_rate": float(verdict in CRASH_VERDICTS),
-        "format_rate": float(bool(format_ok)),
-        "sandbox_latency_s": float(duration) if isinstance(duration, (int, float)) else 0.0,
-        "label_error_rate": float(output.reward is None),
-    }
-
-
-def _find(metadata: Mapping[str, Any], key: str) -> Any:
-    """`metadata[key]`, else the first composite component's that has it."""
-    if metadata.get(key) is not None:
-        return metadata[key]
-    components = metadata.get("components") or {}
-    for component in components.values() if isinstance(components, Mapping) else components:
-        inner = component.get("metadata") if isinstance(component, Mapping) else None
-        found = _find(inner, key) if isinstance(inner, Mapping) else None
-        if found is not None:
-            return found
-    return None
-
-
-def _verdict(metadata: Mapping[str, Any]) -> str | None:
-    verdict = _find(metadata, "verdict")
-    return getattr(verdict, "value", verdict)  # a Verdict is a str enum; str() would give "Verdict.PASSED"
-
-
-def _numbers(output: RewardOutput, where: str) -> tuple[float, float]:
-    """(reward, score) as numbers OpenRLHF can train on; errors logged."""
-    if output.reward is None:
-        log.error("%s: no reward (the label cannot be used), reward 0.0: %s", where, output.metadata.get("error"))
-        return 0.0, 0.0
-    reward, score = float(output.reward), float(output.score if output.score is not None else 0.0)
-    if not (math.isfinite(reward) and math.isfinite(score)):
-        log.error("%s: a non-finite reward (%r, score %r), reward 0.0", where, output.reward, output.score)
-        return 0.0, 0.0
-    return reward, min(1.0, max(0.0, score))
-
-
 class OpenRLHFReward:
     """OpenRLHF's `reward_func` over one `Reward`. Thread-safe.
 
@@ -334,7 +274,7 @@ class OpenRLHFReward:
         except SandboxError as exc:
             log.error("rewardbox could not score %d sample(s), raising to the trainer: %s", n, exc)
             raise
-        numbers = [_numbers(out, f"sample {i} of {n}") for i, out in enumerate(outputs)]
+        numbers = [trainer_numbers(out, f"sample {i} of {n}") for i, out in enumerate(outputs)]
         logs = [sample_logs(out) for out in outputs]
         return {
             "rewards": _tensor([reward for reward, _ in numbers]),
@@ -384,8 +324,8 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
     Fix the code and answer with the complete solution in one ```python block.
     """
     metadata = output.metadata
-    verdict = _verdict(metadata)
-    error = _clip(str(_find(metadata, "error") or _find(metadata, "message") or "").strip(), max_chars)
+    verdict = verdict_of(metadata)
+    error = _clip(str(find(metadata, "error") or find(metadata, "message") or "").strip(), max_chars)
     if verdict == "no_code":
         lines = ["No Python code was found in your answer."]
     elif verdict == "timeout":
@@ -393,9 +333,9 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
     elif verdict in CRASH_VERDICTS:
         lines = [_CRASH_TEXT.get(verdict, "Your code crashed.") + (f"\n{error}" if error else "")]
     else:
-        passed, total = _find(metadata, "passed"), _find(metadata, "total")
+        passed, total = find(metadata, "passed"), find(metadata, "total")
         lines = [f"Your code passed {passed} of {total} tests." if total else "Your answer is not correct."]
-        failing = [test for test in _find(metadata, "tests") or () if _field(test, "outcome") != "passed"]
+        failing = [test for test in find(metadata, "tests") or () if _field(test, "outcome") != "passed"]
         if failing:
             lines.append("Failing tests:")
             for test in failing[:max_tests]:
@@ -471,9 +411,9 @@ class CodingEpisode:
         except SandboxError as exc:
             log.error("rewardbox could not score an agent step, raising to the trainer: %s", exc)
             raise
-        reward, score = _numbers(output, f"agent step {self.steps}")
+        reward, score = trainer_numbers(output, f"agent step {self.steps}")
         unusable = output.reward is None
-        done = unusable or _verdict(output.metadata) == "passed" or self.steps >= self.max_steps
+        done = unusable or verdict_of(output.metadata) == "passed" or self.steps >= self.max_steps
         delta, self._paid = reward - self._paid, reward
         return {
             # float64: the trainer adds up .item() of each step; float32 rounding would show in the total.
