@@ -15,7 +15,8 @@ from tqdm import tqdm
 
 from rewards.base import RewardOutput, Sample
 from rewards.registry import UnknownRewardError, configured_registry
-from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, SandboxError
+from rewards.server.app import ServerSettings
+from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, Sandbox, SandboxError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,11 +38,26 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     score.add_argument("-v", "--verbose", action="store_true")
+    serve = commands.add_parser("serve", help="serve rewards over HTTP",
+                                description="The reward service: OpenRLHF's /get_reward, SandboxFusion's /run_code (verl), "
+                                            "/v1/rewards, /healthz and /metrics.")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("-r", "--reward", default="correctness", help="the reward when a request names none")
+    serve.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 2, help="containers at once")
+    serve.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
+    serve.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
+    serve.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
+    serve.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
+    serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
+                       help="samples waiting before requests are refused with 503 and Retry-After")
+    serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
+    serve.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return _score(args)
+        return _score(args) if args.command == "score" else _serve(args)
     except (SandboxError, UnknownRewardError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
@@ -72,6 +88,25 @@ def _score(args: argparse.Namespace) -> int:
             reward.close()
             sandbox.close()
     print(_summary(outputs, elapsed), file=sys.stderr)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from rewards.server import Service, create_app
+
+    limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+    sandbox = Sandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)  # fails now if no engine
+    registry = configured_registry(sandbox=sandbox, limits=limits)
+    registry.resolve(args.reward)  # an unknown default fails at start, not at the first request
+    settings = ServerSettings(max_waiting_samples=args.max_waiting, max_completion_bytes=args.max_completion_bytes,
+                              default_reward=args.reward)
+    try:
+        uvicorn.run(create_app(Service(registry, sandbox, settings)), host=args.host, port=args.port,
+                    log_level="info" if args.verbose else "warning")
+    finally:
+        sandbox.close()
     return 0
 
 

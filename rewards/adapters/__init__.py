@@ -13,12 +13,18 @@ async code.
 
 import asyncio
 import importlib
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from rewards.base import Reward, RewardOutput, Sample
+
+log = logging.getLogger(__name__)
+
+_PROMPT_ANCHOR_CHARS = 256
+_MIN_PROMPT_SUFFIX_CHARS = 16  # shorter suffixes ("\n", "assistant") match by chance
 
 _EXPORTS = {
     "CodingEpisode": "openrlhf",
@@ -55,6 +61,7 @@ __all__ = [
     "outcome_stats",
     "prompt_text",
     "score_async",
+    "split_response",
     "trl_async_reward",
     "trl_reward",
 ]
@@ -158,6 +165,36 @@ def outcome_stats(output: RewardOutput) -> dict[str, float]:
         "pass_rate": passed / total if has_counts else acc,
         "unscorable": float(output.reward is None),
     }
+
+
+def split_response(query: str, prompt: str | None) -> str:
+    """The response part of an OpenRLHF query (prompt + response, decoded).
+
+    The query starts with the prompt unless the trainer cut the prompt on the
+    left to fit its context: then the response starts after the prompt's end.
+
+    >>> split_response("<|im_start|>user\\nAdd.<|im_end|>\\n<|im_start|>assistant\\nx = 1",
+    ...                "<|im_start|>user\\nAdd.<|im_end|>\\n<|im_start|>assistant\\n")
+    'x = 1'
+    >>> split_response("the tail of a long prompt.<|im_end|>\\nanswer",
+    ...                "The start and the tail of a long prompt.<|im_end|>\\n")
+    'answer'
+    """
+    if not prompt:
+        return query
+    if query.startswith(prompt):
+        return query[len(prompt):]
+    anchor = prompt[-_PROMPT_ANCHOR_CHARS:]
+    at = query.find(anchor)
+    if at >= 0:
+        return query[at + len(anchor):]
+    # Cut closer to its end than the anchor is long, the prompt survives as a
+    # suffix of itself at the start of the query.
+    for start in range(1, len(anchor) - _MIN_PROMPT_SUFFIX_CHARS + 1):
+        if query.startswith(anchor[start:]):
+            return query[len(anchor) - start:]
+    log.warning("the query does not contain its prompt; scoring the whole query")
+    return query
 
 
 async def score_async(reward: Reward, samples: Sequence[Sample]) -> list[RewardOutput]:

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rewards.adapters import split_response
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
 from rewards.policy import GradingPolicy
@@ -79,8 +80,6 @@ FEEDBACK_TEMPLATES = {
 }
 
 # A prompt truncated on the left by the trainer still ends with this much of itself.
-_PROMPT_ANCHOR_CHARS = 256
-_MIN_PROMPT_SUFFIX_CHARS = 16  # shorter suffixes ("\n", "assistant") match by chance
 
 
 class SettingsError(ValueError):
@@ -184,36 +183,6 @@ def build_reward(settings: OpenRLHFSettings) -> Reward:
     from rewards.format import FormatReward
 
     return CompositeReward([(reward, 1.0 - settings.format_weight), (FormatReward.one_code_block(), settings.format_weight)])
-
-
-def split_response(query: str, prompt: str | None) -> str:
-    """The response part of an OpenRLHF query (prompt + response, decoded).
-
-    The query starts with the prompt unless the trainer cut the prompt on the
-    left to fit its context: then the response starts after the prompt's end.
-
-    >>> split_response("<|im_start|>user\\nAdd.<|im_end|>\\n<|im_start|>assistant\\nx = 1",
-    ...                "<|im_start|>user\\nAdd.<|im_end|>\\n<|im_start|>assistant\\n")
-    'x = 1'
-    >>> split_response("the tail of a long prompt.<|im_end|>\\nanswer",
-    ...                "The start and the tail of a long prompt.<|im_end|>\\n")
-    'answer'
-    """
-    if not prompt:
-        return query
-    if query.startswith(prompt):
-        return query[len(prompt):]
-    anchor = prompt[-_PROMPT_ANCHOR_CHARS:]
-    at = query.find(anchor)
-    if at >= 0:
-        return query[at + len(anchor):]
-    # Cut closer to its end than the anchor is long, the prompt survives as a
-    # suffix of itself at the start of the query.
-    for start in range(1, len(anchor) - _MIN_PROMPT_SUFFIX_CHARS + 1):
-        if query.startswith(anchor[start:]):
-            return query[len(anchor) - start:]
-    log.warning("the query does not contain its prompt; scoring the whole query")
-    return query
 
 
 class OpenRLHFReward:

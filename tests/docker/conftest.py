@@ -129,3 +129,12 @@ def _leftovers(own_owner: str, client: docker.DockerClient) -> tuple[list[str], 
         if not any(container_id in cgroup for container_id in others):
             processes.append(f"{pid}: {cmdline}")
     return containers, processes
+
+
+@pytest.fixture(scope="session")
+def server_url(sandbox):
+    """A real server on a loopback port over the session's sandbox."""
+    from server import running_server
+
+    with running_server(sandbox) as url:
+        yield url
