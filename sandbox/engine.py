@@ -5,20 +5,28 @@ jitter for a bounded time (`retry_s`); then `EngineUnavailable` is raised.
 Creating a container is not safe to repeat, so each container gets a unique
 name first: a create retried after a lost answer meets a name conflict and
 adopts the container it already made, never a second one.
+
+For monitoring, failed attempts and retries are counted in `EngineStats`, and
+`probe_engine` takes a quick look for health checks: plain values, which the
+service turns into `/metrics` and `/healthz` (no metrics library here).
 """
 
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
+from functools import cached_property
 from typing import TypeVar
 
 import docker
 import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
+from pydantic import BaseModel, ConfigDict
 from tenacity import (
+    RetryCallState,
     Retrying,
     before_sleep_log,
     retry_if_exception,
@@ -71,15 +79,88 @@ def _owner_alive(owner: str) -> bool:
     return _process_start(int(pid)) == started
 
 
+class EngineStats:
+    """Failures on the engine's side since this engine was made. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors = 0
+        self._retries = 0
+
+    def failed(self) -> None:
+        """An engine call failed on the engine's side (connection lost,
+        timeout, 5xx), retried or not."""
+        with self._lock:
+            self._errors += 1
+
+    def retried(self) -> None:
+        """An engine call is about to be repeated after such a failure."""
+        with self._lock:
+            self._retries += 1
+
+    @property
+    def errors(self) -> int:
+        return self._errors
+
+    @property
+    def retries(self) -> int:
+        return self._retries
+
+
+class EngineProbe(BaseModel):
+    """One quick look at the engine, for health checks. `image_present` is
+    False when the engine could not be asked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reachable: bool
+    version: str | None = None
+    image_present: bool = False
+    error: str | None = None
+
+
+def probe_engine(image: str, base_url: str | None = None, timeout_s: float = 2.0) -> EngineProbe:
+    """Is the engine answering, and does it hold `image`? No retries, and a
+    client of its own with a short timeout: a health check must answer
+    quickly, and the sandbox's client may be busy with long waits. Blocks for
+    at most about three times `timeout_s`."""
+    try:
+        if base_url:
+            api = docker.APIClient(base_url=base_url, version="auto", timeout=timeout_s)
+        else:
+            api = docker.from_env(timeout=timeout_s).api
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        return EngineProbe(reachable=False, error=f"{exc}"[:500])
+    try:
+        version = api.version(api_version=False).get("Version")
+        try:
+            api.inspect_image(image)
+            present = True
+        except docker.errors.ImageNotFound:
+            present = False
+        return EngineProbe(reachable=True, version=version, image_present=present)
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        return EngineProbe(reachable=False, error=f"{exc}"[:500])
+    finally:
+        api.close()
+
+
 class DockerEngine:
     """Thin, retrying wrapper over the Docker API for sandbox containers."""
 
     def __init__(self, base_url: str | None = None, retry_s: float = 60.0, pool_size: int = 16,
                  sleep: Callable[[float], None] = time.sleep):
+        self.base_url = base_url
         self.retry_s = retry_s
         self._sleep = sleep
         self.owner = _owner()
         self._api = self._retry(lambda: self._connect(base_url, pool_size))
+
+    @cached_property
+    def stats(self) -> EngineStats:
+        # Made on first use, by the connecting call in __init__ (before any other
+        # thread can see the engine), or by engines made without __init__ (test fakes).
+        return EngineStats()
 
     @staticmethod
     def _connect(base_url: str | None, pool_size: int) -> docker.APIClient:
@@ -91,12 +172,20 @@ class DockerEngine:
         return api
 
     def _retry(self, call: Callable[[], T]) -> T:
+        stats = self.stats
+        log_retry = before_sleep_log(log, logging.WARNING)
+
+        def before_sleep(state: RetryCallState) -> None:
+            stats.retried()
+            log_retry(state)
+
         retrying = Retrying(
             retry=retry_if_exception(_transient),
             wait=wait_random_exponential(multiplier=0.2, max=5),
             stop=stop_after_delay(self.retry_s),
             sleep=self._sleep,
-            before_sleep=before_sleep_log(log, logging.WARNING),
+            after=lambda state: stats.failed(),  # tenacity calls it after each transient failure only
+            before_sleep=before_sleep,
             reraise=True,
         )
         try:

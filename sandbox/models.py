@@ -1,11 +1,18 @@
 """Requests, limits and results: frozen pydantic models, units in field names."""
 
+import base64
+import binascii
 import enum
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+MAX_PATH_DEPTH = 8
+# A program's output and fetched files come back base64 in the harness's report,
+# which the host reads through a window of `output_bytes` + 1 MiB (runner.py):
+# 4/3 of 2 MiB still fits, with room for the rest of the report.
+MAX_PROGRAM_OUTPUT_BYTES = 2 << 20
 
 
 class Frozen(BaseModel):
@@ -29,14 +36,21 @@ class Limits(Frozen):
 
 
 class RunRequest(Frozen):
-    """Files for the work dir (the completion, as `solution.py`) and the pytest
-    modules to run against them."""
+    """Files for the work dir (the completion, as `solution.py`) and either the
+    pytest modules to run against them, or one of the files to run as a program
+    (`python3 <program>` with `stdin`, its output and exit status returned)."""
 
     files: dict[str, str]
-    tests: dict[str, str] = Field(min_length=1)
+    tests: dict[str, str] = Field(default_factory=dict, description="pytest modules; empty for a program run")
     test_data: str | None = Field(None, description=(
         "data for the tests (expected values), handed to the test process in memory and never written "
         "where the completion could read it; tests read it through the harness module rbcheck"))
+    program: str | None = Field(None, description="run this file of `files` as a program instead of tests")
+    stdin: str | None = Field(None, description="the program's standard input")
+    binary_files: dict[str, str] = Field(default_factory=dict, description=(
+        "more work-dir files: base64 contents by relative path (subdirectories allowed)"))
+    fetch_files: tuple[str, ...] = Field((), description="work-dir paths whose contents come back in RunResult.files "
+                                                         "after a program run, if they exist")
     limits: Limits = Limits()
 
     @field_validator("files", "tests")
@@ -46,6 +60,56 @@ class RunRequest(Frozen):
             if not _FILE_NAME.match(name) or len(name) > 128:
                 raise ValueError(f"file name {name!r} must be a plain name like 'solution.py'")
         return value
+
+    @field_validator("binary_files")
+    @classmethod
+    def _base64_by_path(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, content in value.items():
+            _relative_path(path)
+            try:
+                base64.b64decode(content, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"binary_files[{path!r}] is not base64") from None
+        return value
+
+    @field_validator("fetch_files")
+    @classmethod
+    def _fetch_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            _relative_path(path)
+        return value
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> "RunRequest":
+        if self.program is None:
+            if not self.tests:
+                raise ValueError("a run needs tests (pytest modules) or a program to run")
+            if self.stdin is not None or self.fetch_files:
+                raise ValueError("stdin and fetch_files are for program runs")
+        else:
+            if self.tests or self.test_data is not None:
+                raise ValueError("a program run has no tests")
+            if self.program not in self.files or not self.program.endswith(".py"):
+                raise ValueError(f"the program {self.program!r} must be a .py file of `files`")
+            if self.limits.output_bytes > MAX_PROGRAM_OUTPUT_BYTES:
+                raise ValueError(f"a program's output is capped at {MAX_PROGRAM_OUTPUT_BYTES} bytes")
+        paths = set(self.files) | set(self.binary_files)
+        if len(paths) < len(self.files) + len(self.binary_files):
+            raise ValueError(f"a path is given twice: {sorted(set(self.files) & set(self.binary_files))}")
+        for path in self.binary_files:
+            parts = path.split("/")
+            clash = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in paths), None)
+            if clash is not None:
+                raise ValueError(f"{path!r} needs a directory {clash!r}, which is also a file")
+        return self
+
+
+def _relative_path(path: str) -> str:
+    """A path below the work dir: plain names joined by '/', nothing hidden, no '..'."""
+    parts = path.split("/")
+    if len(path) > 512 or len(parts) > MAX_PATH_DEPTH or not all(_FILE_NAME.match(p) and len(p) <= 128 for p in parts):
+        raise ValueError(f"path {path!r} must be relative, made of plain names like 'data/input.txt'")
+    return path
 
 
 class Verdict(str, enum.Enum):
@@ -91,10 +155,11 @@ class RunResult(Frozen):
     verdict: Verdict
     tests: tuple[TestResult, ...] = ()
     duration_s: float = Field(0.0, description="host wall clock, container create to removal")
-    test_duration_s: float = Field(0.0, description="pytest's own run time inside the container")
+    test_duration_s: float = Field(0.0, description="pytest's (or the program's) own run time inside the container")
     exit_code: int | None = None
     stdout: str = ""
     stderr: str = ""
     output_truncated: bool = False
     tampered: bool = Field(False, description="forged records or edited tests were detected")
     message: str = ""
+    files: dict[str, str] = Field(default_factory=dict, description="fetch_files of a program run: base64 by path")

@@ -16,15 +16,22 @@ def new_nonce() -> str:
 
 
 def encode_request(request: RunRequest, nonce: str) -> bytes:
-    """The supervisor's stdin: everything it needs, in one JSON object."""
-    return json.dumps({
+    """The supervisor's stdin: everything it needs, in one JSON object. The
+    program-run keys appear only for a program run, so a pytest run's wire is
+    what it always was."""
+    wire = {
         "nonce": nonce,
         "files": request.files,
         "tests": request.tests,
         "test_data": request.test_data,
         "timeout_s": request.limits.timeout_s,
         "output_limit_bytes": request.limits.output_bytes,
-    }).encode("utf-8", "surrogatepass")
+    }
+    if request.binary_files:
+        wire["binary_files"] = request.binary_files
+    if request.program is not None:
+        wire.update(program=request.program, stdin=request.stdin, fetch_files=list(request.fetch_files))
+    return json.dumps(wire).encode("utf-8", "surrogatepass")
 
 
 def parse_report(stdout: bytes, nonce: str) -> dict | None:

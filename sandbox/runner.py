@@ -3,7 +3,8 @@
 `Sandbox` is thread-safe. It bounds the containers running at once, enforces
 each run's deadline from the host by killing the container, drains and caps
 the container's output while it runs, and retries a whole run (in a new
-container) when the engine fails under it.
+container) when the engine fails under it. `stats()` and `probe()` are for
+monitoring: plain numbers, read by the service's `/metrics` and `/healthz`.
 """
 
 import logging
@@ -16,8 +17,10 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from sandbox import __version__
-from sandbox.engine import DockerEngine
+from sandbox.engine import DockerEngine, EngineProbe, probe_engine
 from sandbox.errors import EngineUnavailable, HarnessError, SandboxError
 from sandbox.models import RunRequest, RunResult
 from sandbox.protocol import encode_request, new_nonce, parse_report
@@ -26,8 +29,20 @@ from sandbox.verdict import ContainerFacts, judge
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = f"rewardbox/python:{__version__}"
+DEFAULT_MAX_CONTAINERS = 4
 REPORT_MARGIN_BYTES = 1 << 20  # the harness's report: test records and output heads
 FRAME_HEADER = struct.Struct(">BxxxL")
+
+
+class SandboxStats(BaseModel):
+    """A sandbox's counters at one moment; all zero for a sandbox not yet made."""
+
+    model_config = ConfigDict(frozen=True)
+
+    containers_running: int = 0  # created and not yet removed
+    engine_errors: int = 0  # engine calls and run connections that failed on the engine's side
+    engine_call_retries: int = 0  # engine calls repeated after such a failure
+    run_retries: int = 0  # whole runs started again in a new container
 
 
 class Sandbox:
@@ -42,8 +57,8 @@ class Sandbox:
             assert result.verdict is Verdict.PASSED
     """
 
-    def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = 4, engine: DockerEngine | None = None,
-                 runtime: str | None = None, retry_s: float = 60.0, sweep: bool = True):
+    def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
+                 engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = 60.0, sweep: bool = True):
         self.image = image
         self.runtime = runtime
         self.max_containers = max_containers
@@ -54,6 +69,26 @@ class Sandbox:
         self._slots = threading.BoundedSemaphore(max_containers)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._containers = 0
+        self._run_errors = 0
+        self._run_retries = 0
+
+    def stats(self) -> SandboxStats:
+        engine = self.engine.stats
+        with self._stats_lock:
+            return SandboxStats(containers_running=self._containers, engine_errors=engine.errors + self._run_errors,
+                                engine_call_retries=engine.retries, run_retries=self._run_retries)
+
+    def probe(self, timeout_s: float = 2.0) -> EngineProbe:
+        """A quick look at the engine and the image (see `probe_engine`)."""
+        return probe_engine(self.image, getattr(self.engine, "base_url", None), timeout_s)
+
+    def _count(self, containers: int = 0, run_errors: int = 0, run_retries: int = 0) -> None:
+        with self._stats_lock:
+            self._containers += containers
+            self._run_errors += run_errors
+            self._run_retries += run_retries
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -86,11 +121,14 @@ class Sandbox:
                 except (OSError, EngineUnavailable) as exc:
                     # The engine failed under a run; nothing the code did. Start again
                     # in a fresh container while the retry budget lasts.
+                    if isinstance(exc, OSError):  # EngineUnavailable's attempts are counted by the engine
+                        self._count(run_errors=1)
                     if time.monotonic() >= deadline:
                         if isinstance(exc, SandboxError):
                             raise
                         raise EngineUnavailable(f"lost the connection to the Docker engine: {exc}") from exc
                     log.warning("run failed on the engine side (%s); retrying in a new container", exc)
+                    self._count(run_retries=1)
                     time.sleep(1.0)
 
     def _run_once(self, request: RunRequest) -> RunResult:
@@ -99,6 +137,7 @@ class Sandbox:
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         started = time.monotonic()
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime)
+        self._count(containers=1)
         try:
             sock = self.engine.attach(container_id)
             try:
@@ -121,7 +160,10 @@ class Sandbox:
                 self.engine.kill(container_id)
             state = self.engine.wait(container_id, timeout_s=30)
         finally:
-            self.engine.remove(container_id)
+            try:
+                self.engine.remove(container_id)
+            finally:
+                self._count(containers=-1)
         report = parse_report(bytes(stdout), nonce)
         if report is not None and report.get("phase") == "harness_error":
             raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
@@ -176,6 +218,26 @@ class LazySandbox:
     @property
     def started(self) -> bool:
         return self._sandbox is not None
+
+    @property
+    def image(self) -> str:
+        return self.options.get("image", DEFAULT_IMAGE)
+
+    @property
+    def max_containers(self) -> int:
+        return self.options.get("max_containers", DEFAULT_MAX_CONTAINERS)
+
+    def stats(self) -> SandboxStats:
+        """The sandbox's counters; zeros before it is made (this never makes it)."""
+        sandbox = self._sandbox
+        return sandbox.stats() if sandbox is not None else SandboxStats()
+
+    def probe(self, timeout_s: float = 2.0) -> EngineProbe:
+        """A quick look at the engine the sandbox uses or would use; never makes it."""
+        sandbox = self._sandbox
+        if sandbox is not None:
+            return sandbox.probe(timeout_s)
+        return probe_engine(self.image, getattr(self.options.get("engine"), "base_url", None), timeout_s)
 
     @property
     def sandbox(self) -> Sandbox:

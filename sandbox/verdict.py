@@ -1,6 +1,9 @@
 """Turns what the host saw and what the harness reported into a `RunResult`.
 A pure function: no Docker, no clock."""
 
+import base64
+import binascii
+
 from pydantic import BaseModel, ConfigDict
 
 from sandbox.models import Outcome, RunResult, TestResult, Verdict
@@ -31,21 +34,24 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
     """
     records = (report or {}).get("records", [])
     tests = tuple(_test_results(records))
+    program = report is not None and report.get("phase") == "program"
     common = {
         "tests": tests,
         "duration_s": facts.duration_s,
         "test_duration_s": float((report or {}).get("duration_s", 0.0)),
         "exit_code": (report or {}).get("returncode", facts.exit_code),
-        "stdout": (report or {}).get("stdout", ""),
-        "stderr": (report or {}).get("stderr", facts.stderr),
+        "stdout": _text(report, "stdout") if program else (report or {}).get("stdout", ""),
+        "stderr": _text(report, "stderr") if program else (report or {}).get("stderr", facts.stderr),
     }
+    if program:
+        common["files"] = {str(k): v for k, v in (report.get("files") or {}).items() if isinstance(v, str)}
 
     def result(verdict: Verdict, message: str = "", **extra) -> RunResult:
         return RunResult(verdict=verdict, message=message, **{**common, **extra})
 
     collect_errors = [r for r in records if r.get("event") == "collect_error"]
     exc_types = {r.get("exc_type") for r in records if r.get("exc_type")}
-    if facts.oom_killed or exc_types & _MEMORY_ERRORS:
+    if facts.oom_killed or exc_types & _MEMORY_ERRORS or (program and _died_of_memory_error(common)):
         return result(Verdict.OUT_OF_MEMORY, "memory limit exceeded")
     if facts.deadline_hit or (report or {}).get("timed_out"):
         return result(Verdict.TIMEOUT, "deadline exceeded")
@@ -53,6 +59,8 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         return result(Verdict.OUTPUT_LIMIT, "output limit exceeded", output_truncated=True)
     if report is None:
         return result(Verdict.KILLED, f"the harness did not report (container exit code {facts.exit_code})")
+    if program:
+        return _program_verdict(report, common["exit_code"], result)
     if report.get("phase") == "syntax":
         error = report.get("syntax_error") or {}
         return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}")
@@ -77,6 +85,38 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         return result(Verdict.FAILED, f"{len(unreported)} collected test(s) never reported (the process exited early)")
     passed = bool(tests) and all(t.outcome is Outcome.PASSED for t in tests)
     return result(Verdict.PASSED if passed else Verdict.FAILED)
+
+
+def _program_verdict(report: dict, returncode, result) -> RunResult:
+    """A program run's verdict: its exit status, and whether it compiled."""
+    omitted = report.get("files_omitted") or []
+    note = f"; fetch_files over the size budget, left out: {', '.join(map(str, omitted))}" if omitted else ""
+    error = report.get("syntax_error")
+    if error:
+        return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}{note}")
+    if not isinstance(returncode, int):
+        return result(Verdict.KILLED, f"the harness reported no exit status{note}")
+    if returncode < 0:
+        return result(Verdict.KILLED, f"the program was killed by signal {-returncode}{note}")
+    if returncode == 0:
+        return result(Verdict.PASSED, note.removeprefix("; "))
+    return result(Verdict.FAILED, f"the program exited with status {returncode}{note}")
+
+
+def _died_of_memory_error(common: dict) -> bool:
+    """An uncaught MemoryError: Python's last stderr line names it. The program
+    could print that line itself, but then it failed on its own anyway."""
+    if common["exit_code"] in (0, None):
+        return False
+    lines = common["stderr"].rstrip().rsplit("\n", 1)
+    return lines[-1].startswith("MemoryError")
+
+
+def _text(report: dict, stream: str) -> str:
+    try:
+        return base64.b64decode(report.get(f"{stream}_b64") or "", validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return ""
 
 
 def _test_results(records: list[dict]):

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rewards.adapters import score_async
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.registry import Registry, UnknownRewardError
+from rewards.sandboxfusion import RunCodeSettings
+from rewards.server.metrics import RequestMetrics, ServiceMetrics
 from sandbox import LazySandbox, Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ class ServerSettings(BaseModel):
     max_waiting_samples: int = Field(4096, ge=1, description="samples accepted and not yet scored; beyond: 503")
     retry_after_s: int = Field(5, ge=1, description="the Retry-After of a 503")
     default_reward: str = Field("correctness", description="registered reward or mix when a request names none")
+    run_code: RunCodeSettings = Field(default_factory=RunCodeSettings, description="limits of /run_code (SandboxFusion)")
 
 
 class Busy(Exception):
@@ -48,6 +51,7 @@ class Service:
         self.settings = settings or ServerSettings()
         self.waiting = 0  # samples admitted and not yet scored
         self._lock = threading.Lock()
+        self.metrics = ServiceMetrics(self)  # a registry of its own: a process may hold several services
 
     def reward(self, name: str | None) -> Reward:
         """The named reward (or mix); the default when None. 400 for an unknown name."""
@@ -75,7 +79,9 @@ class Service:
         if not samples:
             return []
         async with self.admitted(len(samples)):
-            return await score_async(reward, samples)
+            outputs = await score_async(reward, samples)
+        self.metrics.scored(outputs)
+        return outputs
 
     def check_sizes(self, texts: Sequence[str], what: str) -> None:
         limit = self.settings.max_completion_bytes
@@ -93,6 +99,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(rewards_api.router)
     app.include_router(run_code.router)
     app.include_router(health.router)
+    app.add_middleware(RequestMetrics, metrics=service.metrics)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,9 +1,11 @@
 """`sandbox.protocol`: the host <-> supervisor wire format."""
 
+import base64
 import hashlib
 import hmac
 import json
 
+import pydantic
 import pytest
 
 from sandbox import Limits, RunRequest
@@ -134,3 +136,58 @@ def test_test_data_travels_beside_the_files():
 
     assert wire["test_data"] == '{"cases": [1]}'
     assert "cases" not in json.dumps(wire["tests"])  # the data is not a file the completion could read
+
+
+PROGRAM = {"main.py": "print(input())"}
+
+
+def test_program_run_carries_its_stdin_and_fetch_files():
+    blob = base64.b64encode(b"\x00\xff").decode()
+    request = RunRequest(files=PROGRAM, program="main.py", stdin="1 2\n", binary_files={"data/in.bin": blob},
+                         fetch_files=("out.txt",), limits=Limits(timeout_s=2.0, output_bytes=4096))
+
+    wire = json.loads(encode_request(request, NONCE))
+
+    assert wire == {"nonce": NONCE, "files": PROGRAM, "tests": {}, "test_data": None, "timeout_s": 2.0,
+                    "output_limit_bytes": 4096, "binary_files": {"data/in.bin": blob}, "program": "main.py",
+                    "stdin": "1 2\n", "fetch_files": ["out.txt"]}
+
+
+def test_binary_files_travel_in_a_pytest_run_too():
+    request = RunRequest(files={}, tests={"test_a.py": ""}, binary_files={"a.bin": "AA=="})
+
+    assert json.loads(encode_request(request, NONCE))["binary_files"] == {"a.bin": "AA=="}
+
+
+@pytest.mark.parametrize("fields, problem", [
+    pytest.param({"files": {}}, "tests .pytest modules. or a program", id="neither"),
+    pytest.param({"tests": {"test_a.py": ""}, "program": "main.py"}, "a program run has no tests", id="both"),
+    pytest.param({"program": "main.py", "test_data": "{}"}, "a program run has no tests", id="program-with-test-data"),
+    pytest.param({"program": "other.py"}, "must be a .py file of `files`", id="program-not-a-file"),
+    pytest.param({"files": {"main.txt": ""}, "program": "main.txt"}, "must be a .py file", id="program-not-python"),
+    pytest.param({"tests": {"test_a.py": ""}, "stdin": "x"}, "stdin and fetch_files are for program runs",
+                 id="stdin-for-tests"),
+    pytest.param({"tests": {"test_a.py": ""}, "fetch_files": ("a",)}, "for program runs", id="fetch-for-tests"),
+    pytest.param({"program": "main.py", "limits": Limits(output_bytes=(2 << 20) + 1)},
+                 "output is capped at 2097152 bytes", id="output-over-the-report-budget"),
+    pytest.param({"program": "main.py", "binary_files": {"main.py": ""}}, "given twice", id="duplicate-path"),
+    pytest.param({"program": "main.py", "binary_files": {"main.py/x": ""}}, "needs a directory 'main.py'",
+                 id="file-as-directory"),
+    pytest.param({"program": "main.py", "binary_files": {"a": "AA==", "a/b": ""}}, "needs a directory 'a'",
+                 id="binary-file-as-directory"),
+    pytest.param({"program": "main.py", "binary_files": {"a.bin": "%%%"}}, "is not base64", id="bad-base64"),
+    pytest.param({"program": "main.py", "binary_files": {"../a": ""}}, "must be relative", id="dot-dot"),
+    pytest.param({"program": "main.py", "binary_files": {"/abs": ""}}, "must be relative", id="absolute"),
+    pytest.param({"program": "main.py", "binary_files": {"a//b": ""}}, "must be relative", id="empty-part"),
+    pytest.param({"program": "main.py", "binary_files": {"/".join("d" * 9): ""}}, "must be relative", id="too-deep"),
+    pytest.param({"program": "main.py", "fetch_files": (".rbreport",)}, "must be relative", id="fetch-hidden"),
+])
+def test_run_requests_in_one_mode_with_safe_paths(fields, problem):
+    with pytest.raises(pydantic.ValidationError, match=problem):
+        RunRequest(**{"files": PROGRAM, **fields})
+
+
+def test_program_run_allows_nested_binary_files():
+    request = RunRequest(files=PROGRAM, program="main.py", binary_files={"data/sub/in.txt": "aGk=", "data/x": ""})
+
+    assert set(request.binary_files) == {"data/sub/in.txt", "data/x"}

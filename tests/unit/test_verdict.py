@@ -1,5 +1,7 @@
 """`sandbox.verdict.judge`: host facts + harness report -> `RunResult`, one branch at a time."""
 
+import base64
+
 import pytest
 
 from sandbox import Outcome, RunResult, Verdict
@@ -184,3 +186,53 @@ def test_container_facts_are_frozen():
     with pytest.raises(ValueError, match="frozen"):
         CLEAN.oom_killed = True
     assert CLEAN.oom_killed is False
+
+
+def program_report(returncode: int = 0, stdout: bytes = b"", stderr: bytes = b"", **fields) -> dict:
+    """A program-run report as the supervisor sends it: output base64."""
+    return {"version": 1, "phase": "program", "returncode": returncode, "timed_out": False, "output_exceeded": False,
+            "duration_s": 0.05, "stdout_b64": base64.b64encode(stdout).decode(),
+            "stderr_b64": base64.b64encode(stderr).decode(), "output_bytes": len(stdout) + len(stderr),
+            "syntax_error": None, "files": {}, "files_omitted": [], **fields}
+
+
+@pytest.mark.parametrize("rep, facts, verdict, message", [
+    pytest.param(program_report(0, b"3\n"), CLEAN, Verdict.PASSED, "", id="exit-0"),
+    pytest.param(program_report(1, stderr=b"ValueError: boom\n"), CLEAN, Verdict.FAILED,
+                 "the program exited with status 1", id="exit-1"),
+    pytest.param(program_report(-11), CLEAN, Verdict.KILLED, "the program was killed by signal 11", id="signal"),
+    pytest.param(program_report(1, syntax_error={"type": "SyntaxError", "message": "invalid syntax (main.py, line 1)"}),
+                 CLEAN, Verdict.SYNTAX_ERROR, "SyntaxError: invalid syntax (main.py, line 1)", id="syntax"),
+    pytest.param(program_report(1, stderr=b"Traceback ...\nMemoryError\n"), CLEAN, Verdict.OUT_OF_MEMORY,
+                 "memory limit exceeded", id="memory-error"),
+    pytest.param(program_report(0, stderr=b"MemoryError\n"), CLEAN, Verdict.PASSED, "",
+                 id="memory-error-printed-then-exit-0"),
+    pytest.param(program_report(-9), ContainerFacts(oom_killed=True, exit_code=0), Verdict.OUT_OF_MEMORY,
+                 "memory limit exceeded", id="oom-killed"),
+    pytest.param(program_report(-9, timed_out=True), CLEAN, Verdict.TIMEOUT, "deadline exceeded", id="timed-out"),
+    pytest.param(program_report(-9, output_exceeded=True), CLEAN, Verdict.OUTPUT_LIMIT, "output limit exceeded",
+                 id="output-exceeded"),
+    pytest.param(program_report(0, files_omitted=["big.bin"]), CLEAN, Verdict.PASSED,
+                 "fetch_files over the size budget, left out: big.bin", id="files-omitted"),
+])
+def test_program_verdicts(rep, facts, verdict, message):
+    result = judge(rep, facts)
+
+    assert (result.verdict, result.message) == (verdict, message)
+    assert result.tests == ()
+
+
+def test_program_result_carries_its_output_exit_status_and_files():
+    rep = program_report(3, b"out \xff\n", b"err\n", duration_s=0.25, files={"out.txt": "aGk="})
+
+    result = judge(rep, ContainerFacts(exit_code=0, duration_s=1.5, stderr="host stderr"))
+
+    assert (result.stdout, result.stderr) == ("out \ufffd\n", "err\n")  # bytes that are not UTF-8 are replaced
+    assert (result.exit_code, result.test_duration_s, result.duration_s) == (3, 0.25, 1.5)
+    assert result.files == {"out.txt": "aGk="}
+
+
+def test_program_output_that_is_not_base64_is_dropped():
+    result = judge(program_report(0, stdout_b64="not base64!", stderr_b64=None), CLEAN)
+
+    assert (result.stdout, result.stderr) == ("", "")

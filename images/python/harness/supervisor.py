@@ -1,10 +1,12 @@
-"""In-container supervisor: writes the run's files, runs pytest in a child
-process, and reports one signed line to the host.
+"""In-container supervisor: writes the run's files, runs pytest (or, for a
+program run, the program itself) in a child process, and reports one signed
+line to the host.
 
 It never imports the completion. Protocol (see sandbox/protocol.py on the host):
 
     stdin  <- one JSON object {"nonce", "files", "tests", "test_data",
-              "timeout_s", "output_limit_bytes"}, then EOF
+              "timeout_s", "output_limit_bytes"} (+ "binary_files"; a program
+              run adds "program", "stdin", "fetch_files"), then EOF
     stdout -> "RBREPORT <hmac-sha256(nonce, body)> <body>\n", body a JSON object
 
 The nonce is read before any completion code runs and stays in this process,
@@ -15,6 +17,7 @@ reads before the completion is imported; unsigned or mis-signed records are
 counted as tampering (see pytest_runner.py for what this does not stop).
 """
 
+import base64
 import ctypes
 import hashlib
 import hmac
@@ -23,6 +26,7 @@ import os
 import secrets
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -50,6 +54,13 @@ def safe_name(name):
     return name
 
 
+def safe_path(path):
+    """A path below the work dir (the host checked it too; this is the harness's own guard)."""
+    for part in path.split("/"):
+        safe_name(part)
+    return os.path.join(WORK_DIR, path)
+
+
 def write_files(directory, files, mode):
     digests = {}
     for name, text in files.items():
@@ -60,6 +71,15 @@ def write_files(directory, files, mode):
         os.chmod(path, mode)
         digests[name] = hashlib.sha256(data).hexdigest()
     return digests
+
+
+def write_binary_files(files):
+    for path, content in files.items():
+        full = safe_path(path)
+        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64decode(content))
 
 
 def digest_files(directory, names):
@@ -88,13 +108,14 @@ def syntax_error(files):
 class Stream:
     """Keeps the head of a child's output stream and counts all of it."""
 
-    def __init__(self):
+    def __init__(self, keep=KEEP_OUTPUT_BYTES):
+        self.keep = keep
         self.head = bytearray()
         self.total = 0
 
     def feed(self, chunk):
         self.total += len(chunk)
-        room = KEEP_OUTPUT_BYTES - len(self.head)
+        room = self.keep - len(self.head)
         if room > 0:
             self.head += chunk[:room]
 
@@ -129,13 +150,8 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
     os.write(key_w, key)
     os.close(key_w)
     data_fd = memory_file(test_data.encode("utf-8", "surrogatepass")) if test_data is not None else -1
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": WORK_DIR,
-        "TMPDIR": "/tmp",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "LANG": "C.UTF-8",
-    }
+    env = child_env()
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     argv = [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd)]
     argv += [os.path.join(TESTS_DIR, n) for n in test_names]
     started = time.monotonic()
@@ -150,56 +166,10 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
         os.close(data_fd)
 
     streams = {"stdout": Stream(), "stderr": Stream()}
-    records, rejected = [], 0
-    pending = bytearray()
-    sel = selectors.DefaultSelector()
-    sel.register(child.stdout, selectors.EVENT_READ, "stdout")
-    sel.register(child.stderr, selectors.EVENT_READ, "stderr")
-    records_file = os.fdopen(records_r, "rb", buffering=0)
-    sel.register(records_file, selectors.EVENT_READ, "records")
-    timed_out = output_exceeded = False
-    deadline = started + timeout_s
-    exited_at = None
-    while sel.get_map():
-        now = time.monotonic()
-        if now >= deadline:
-            timed_out = True
-            break
-        # A detached grandchild can hold the pipes open after pytest exits: once
-        # pytest is gone, read what is buffered for a moment, then stop waiting.
-        if exited_at is None and child.poll() is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > CHILD_EXIT_GRACE_S:
-            break
-        for key_event, _ in sel.select(timeout=min(deadline - now, 0.1)):
-            chunk = os.read(key_event.fd, 65536)
-            if not chunk:
-                sel.unregister(key_event.fileobj)
-                continue
-            if key_event.data == "records":
-                pending += chunk
-                while b"\n" in pending:
-                    line, _, rest = bytes(pending).partition(b"\n")
-                    pending = bytearray(rest)
-                    record = verify_record(key, line)
-                    if record is None:
-                        rejected += 1
-                    else:
-                        records.append(record)
-                if len(pending) > MAX_RECORD_BYTES:
-                    rejected += 1
-                    pending.clear()
-            else:
-                streams[key_event.data].feed(chunk)
-        if sum(s.total for s in streams.values()) > output_limit_bytes:
-            output_exceeded = True
-            break
-    if timed_out or output_exceeded:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    returncode = child.wait()
+    records = Records(key)
+    returncode, timed_out, output_exceeded = pump(
+        child, streams, started + timeout_s, output_limit_bytes,
+        extra={"records": (os.fdopen(records_r, "rb", buffering=0), records.feed)})
     duration = time.monotonic() - started
     kill_everything_else()
     return {
@@ -210,9 +180,156 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
         "stdout": streams["stdout"].text(),
         "stderr": streams["stderr"].text(),
         "output_bytes": sum(s.total for s in streams.values()),
-        "records": records,
-        "rejected_records": rejected,
+        "records": records.records,
+        "rejected_records": records.rejected,
     }
+
+
+def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch):
+    """Runs `python3 /work/<name>` (already written, `source` its text) with
+    `stdin_text` as its standard input.
+
+    Not -I: that would also hide the program's own directory from sys.path, and
+    files written beside it must import as they would under `python file.py`.
+    The environment is empty anyway (-E, -s). Stdin is a memory file, not a
+    pipe: no writer to deadlock against a program that prints before reading.
+    What it printed (up to the output limit, both streams together) and the
+    fetched files come back base64, so any bytes survive the JSON report.
+    """
+    error = syntax_error({name: source})  # still run: Python reports it as SandboxFusion's clients expect
+    stdin_fd = memory_file((stdin_text or "").encode("utf-8", "surrogatepass"))
+    argv = [sys.executable, "-E", "-s", "-B", os.path.join(WORK_DIR, name)]
+    started = time.monotonic()
+    child = subprocess.Popen(
+        argv, cwd=WORK_DIR, env=child_env(), stdin=stdin_fd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    os.close(stdin_fd)
+    streams = {"stdout": Stream(output_limit_bytes), "stderr": Stream(output_limit_bytes)}
+    returncode, timed_out, output_exceeded = pump(child, streams, started + timeout_s, output_limit_bytes)
+    duration = time.monotonic() - started
+    kill_everything_else()  # before fetching: nothing may change or swap the files while they are read
+    stdout = bytes(streams["stdout"].head[:output_limit_bytes])
+    stderr = bytes(streams["stderr"].head[:max(0, output_limit_bytes - len(stdout))])
+    files, omitted = fetch_files(fetch, output_limit_bytes - len(stdout) - len(stderr))
+    return {
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "output_exceeded": output_exceeded,
+        "duration_s": round(duration, 6),
+        "stdout_b64": base64.b64encode(stdout).decode(),
+        "stderr_b64": base64.b64encode(stderr).decode(),
+        "output_bytes": sum(s.total for s in streams.values()),
+        "syntax_error": error,
+        "files": files,
+        "files_omitted": omitted,
+    }
+
+
+def child_env():
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+
+
+def pump(child, streams, deadline, output_limit_bytes, extra=None):
+    """Drains the child's stdout and stderr (and `extra` pipes, each to its own
+    callback) until they close, the deadline passes or the output limit is
+    exceeded; then kills the child's session if it is still at work.
+
+    Returns (returncode, timed_out, output_exceeded).
+    """
+    callbacks = {}
+    sel = selectors.DefaultSelector()
+    sel.register(child.stdout, selectors.EVENT_READ, "stdout")
+    sel.register(child.stderr, selectors.EVENT_READ, "stderr")
+    for label, (fileobj, callback) in (extra or {}).items():
+        sel.register(fileobj, selectors.EVENT_READ, label)
+        callbacks[label] = callback
+    timed_out = output_exceeded = False
+    exited_at = None
+    while sel.get_map():
+        now = time.monotonic()
+        if now >= deadline:
+            timed_out = True
+            break
+        # A detached grandchild can hold the pipes open after the child exits:
+        # once the child is gone, read what is buffered for a moment, then stop waiting.
+        if exited_at is None and child.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > CHILD_EXIT_GRACE_S:
+            break
+        for key_event, _ in sel.select(timeout=min(deadline - now, 0.1)):
+            chunk = os.read(key_event.fd, 65536)
+            if not chunk:
+                sel.unregister(key_event.fileobj)
+                continue
+            if key_event.data in callbacks:
+                callbacks[key_event.data](chunk)
+            else:
+                streams[key_event.data].feed(chunk)
+        if sum(s.total for s in streams.values()) > output_limit_bytes:
+            output_exceeded = True
+            break
+    if timed_out or output_exceeded:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return child.wait(), timed_out, output_exceeded
+
+
+class Records:
+    """Signed per-test records from the pytest child, one per line."""
+
+    def __init__(self, key):
+        self.key = key
+        self.records = []
+        self.rejected = 0
+        self.pending = bytearray()
+
+    def feed(self, chunk):
+        self.pending += chunk
+        while b"\n" in self.pending:
+            line, _, rest = bytes(self.pending).partition(b"\n")
+            self.pending = bytearray(rest)
+            record = verify_record(self.key, line)
+            if record is None:
+                self.rejected += 1
+            else:
+                self.records.append(record)
+        if len(self.pending) > MAX_RECORD_BYTES:
+            self.rejected += 1
+            self.pending.clear()
+
+
+def fetch_files(paths, budget):
+    """The files a program run asked back, base64 by path, while they fit in
+    `budget` bytes. Only regular files reached without a symlink: the harness
+    reads as the same user as the program, so the program must not be able to
+    point it elsewhere. Missing paths are left out, as SandboxFusion does."""
+    files, omitted = {}, []
+    for path in paths:
+        try:
+            full = safe_path(path)
+            if os.path.realpath(full) != full:
+                continue
+            # O_NONBLOCK: a FIFO planted under the name must not hang the harness.
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (OSError, ValueError):
+            continue
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size > budget:
+                omitted.append(path)
+                continue
+            data = f.read(budget + 1)
+        if len(data) > budget:
+            omitted.append(path)
+            continue
+        budget -= len(data)
+        files[path] = base64.b64encode(data).decode()
+    return files, omitted
 
 
 def verify_record(key, line):
@@ -233,17 +350,14 @@ def main():
     report = {"version": 1}
     try:
         write_files(WORK_DIR, request["files"], 0o644)
-        os.mkdir(TESTS_DIR, 0o755)
-        test_digests = write_files(TESTS_DIR, request["tests"], 0o444)
-        os.chmod(TESTS_DIR, 0o555)
-        error = syntax_error(request["files"])
-        if error is not None:
-            report.update(phase="syntax", syntax_error=error)
+        write_binary_files(request.get("binary_files") or {})
+        if request.get("program") is not None:
+            name = safe_name(request["program"])
+            report.update(phase="program", **run_program(
+                name, request["files"][name], request.get("stdin"), request["timeout_s"],
+                request["output_limit_bytes"], request.get("fetch_files") or []))
         else:
-            report.update(phase="pytest", **run_pytest(
-                sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
-                request["output_limit_bytes"]))
-            report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
+            run_tests(request, report)
     except Exception as exc:  # a broken request or harness: the host reports it as ours
         report.update(phase="harness_error", message=f"{type(exc).__name__}: {exc}"[:2000])
     body = json.dumps(report, separators=(",", ":")).encode()
@@ -251,6 +365,20 @@ def main():
     out = sys.stdout.buffer
     out.write(b"RBREPORT " + mac + b" " + body + b"\n")
     out.flush()
+
+
+def run_tests(request, report):
+    os.mkdir(TESTS_DIR, 0o755)
+    test_digests = write_files(TESTS_DIR, request["tests"], 0o444)
+    os.chmod(TESTS_DIR, 0o555)
+    error = syntax_error(request["files"])
+    if error is not None:
+        report.update(phase="syntax", syntax_error=error)
+    else:
+        report.update(phase="pytest", **run_pytest(
+            sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
+            request["output_limit_bytes"]))
+        report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
 
 
 if __name__ == "__main__":
