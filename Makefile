@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine sandbox-image image-if-missing demo test test-unit test-docker clean
+.PHONY: help install engine sandbox-image service-image image-if-missing demo test test-unit test-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ engine: ## make sure a Docker engine runs (installs and starts one if root on De
 
 sandbox-image: engine ## build the sandbox image rewardbox/python:<version> (seconds when nothing changed)
 	@bash images/python/build.sh $(IMAGE)
+
+service-image: install sandbox-image ## build the service image rewardbox/service:<version> (rewardbox serve in a container)
+	@PYTHON=$(BIN)/python bash images/service/build.sh rewardbox/service:$(VERSION)
 
 image-if-missing: engine
 	@docker image inspect $(IMAGE) >/dev/null 2>&1 || bash images/python/build.sh $(IMAGE)

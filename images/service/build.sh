@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the service image TAG (argument 1): rewardbox and its dependencies,
+# installed on the host for the image's Python (3.11, glibc 2.36, this
+# machine's architecture) into a staging dir, then copied into the image. The
+# base is picked as for the sandbox image: $REWARDBOX_BASE_IMAGE, else
+# python:3.11-slim-bookworm if present, else rewardbox/debian-base:bookworm
+# (made by `make sandbox-image` where no registry is reachable).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tag=${1:?usage: build.sh TAG}
+python=${PYTHON:-python3}
+registry_base=python:3.11-slim-bookworm
+local_base=rewardbox/debian-base:bookworm
+
+log() { echo "[service-image] $*" >&2; }
+
+pick_base() {
+  if [ -n "${REWARDBOX_BASE_IMAGE:-}" ]; then echo "$REWARDBOX_BASE_IMAGE"; return; fi
+  if docker image inspect "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
+  if docker image inspect "$local_base" >/dev/null 2>&1; then echo "$local_base"; return; fi
+  log "trying to pull $registry_base"
+  if timeout 120 docker pull -q "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
+  log "no base image: run 'make sandbox-image' first (it makes $local_base where no registry is reachable)"
+  exit 1
+}
+
+docker info >/dev/null 2>&1 || { log "no Docker engine answers: start one (see README)"; exit 1; }
+stage=$(mktemp -d /var/tmp/rewardbox-service.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+# Wheels that run on bookworm's glibc 2.36: pip takes each tag literally, so list them all.
+platforms=()
+for minor in $(seq 36 -1 17); do platforms+=(--platform "manylinux_2_${minor}_$(uname -m)"); done
+platforms+=(--platform "manylinux2014_$(uname -m)")
+# The wheel of rewardbox itself, then it and its dependencies (binary wheels
+# only, pinned by constraints.txt) for the image's interpreter, not the host's.
+# Built from a copy: setuptools leaves build/ behind in the tree it builds.
+mkdir -p "$stage/src"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/sandbox" "$root/rewards" "$stage/src/"
+find "$stage/src" -name __pycache__ -prune -exec rm -rf {} +
+"$python" -m pip wheel --quiet --no-deps -w "$stage/wheel" "$stage/src" 2> >(grep -v "is ignored" >&2)
+"$python" -m pip install --quiet --disable-pip-version-check --no-compile --target "$stage/context/lib" \
+  --only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 \
+  "${platforms[@]}" -c "$root/constraints.txt" "$stage"/wheel/rewardbox-*.whl \
+  2> >(grep -v "is ignored" >&2)
+rm -rf "$stage/context/lib/bin"  # console scripts with the host's interpreter path; the image runs python3 -m
+cp "$here/Dockerfile" "$stage/context/"
+base=$(pick_base)
+log "building $tag on $base"
+DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=service" -t "$tag" "$stage/context" \
+  2> >(grep -v -i -E "deprecated|buildx|buildkit|environment-variable|^ *$" >&2) >/dev/null
+log "built $tag"
