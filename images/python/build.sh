@@ -7,18 +7,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tag=${1:?usage: build.sh TAG}
-registry_base=python:3.11-slim-bookworm
-local_base=rewardbox/debian-base:bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log() { echo "[sandbox-image] $*" >&2; }
+# shellcheck source=../base.sh
+. "$here/../base.sh"
 
-pick_base() {
-  if [ -n "${REWARDBOX_BASE_IMAGE:-}" ]; then echo "$REWARDBOX_BASE_IMAGE"; return; fi
-  if docker image inspect "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
-  if docker image inspect "$local_base" >/dev/null 2>&1; then echo "$local_base"; return; fi
-  log "trying to pull $registry_base"
-  if timeout 120 docker pull -q "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
+no_base() {
   log "no registry reachable: bootstrapping Debian bookworm from $mirror (once, a few minutes)"
   bootstrap_base >&2
   echo "$local_base"

@@ -10,17 +10,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tag=${1:?usage: build.sh TAG}
 python=${PYTHON:-python3}
-registry_base=python:3.11-slim-bookworm
-local_base=rewardbox/debian-base:bookworm
 
 log() { echo "[service-image] $*" >&2; }
+# shellcheck source=../base.sh
+. "$here/../base.sh"
 
-pick_base() {
-  if [ -n "${REWARDBOX_BASE_IMAGE:-}" ]; then echo "$REWARDBOX_BASE_IMAGE"; return; fi
-  if docker image inspect "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
-  if docker image inspect "$local_base" >/dev/null 2>&1; then echo "$local_base"; return; fi
-  log "trying to pull $registry_base"
-  if timeout 120 docker pull -q "$registry_base" >/dev/null 2>&1; then echo "$registry_base"; return; fi
+no_base() {
   log "no base image: run 'make sandbox-image' first (it makes $local_base where no registry is reachable)"
   exit 1
 }
