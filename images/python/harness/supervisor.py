@@ -38,6 +38,7 @@ PR_SET_DUMPABLE = 4
 KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
 MAX_RECORD_BYTES = 64 * 1024
 CHILD_EXIT_GRACE_S = 0.5
+KILL_WAIT_S = 2.0
 
 
 def make_non_dumpable():
@@ -83,13 +84,23 @@ def write_binary_files(files):
 
 
 def digest_files(directory, names):
+    """Each file's digest, None for one that is no longer a regular file
+    reached without a symlink: the code under test may have swapped the tests'
+    directory or file for a link to a FIFO or /dev/zero, which must neither
+    hang this process nor fill its memory."""
     digests = {}
     for name in names:
+        path = os.path.join(directory, name)
+        digests[name] = None
         try:
-            with open(os.path.join(directory, name), "rb") as f:
-                digests[name] = hashlib.sha256(f.read()).hexdigest()
+            if os.path.realpath(path) != path:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            digests[name] = None
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                digests[name] = hashlib.sha256(f.read()).hexdigest()
     return digests
 
 
@@ -123,15 +134,39 @@ class Stream:
         return self.head.decode("utf-8", "replace")
 
 
-def kill_everything_else():
-    """SIGKILL every process this uid may signal except ourselves and init.
+def kill_everything_else(wait_s=KILL_WAIT_S):
+    """SIGKILL every process this uid may signal except ourselves and init,
+    and wait until they are dead.
 
     This reaches processes that left the child's session (double fork + setsid).
+    Waiting matters: a killed process blocked reading the container's stdout
+    (/proc/1/fd/1 opens the pipe's read end) still takes what is in the pipe
+    when it wakes, so the report is written only once no one is left to read.
     """
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except OSError:
-        pass
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # again each round: a fork may have raced the last one
+        except OSError:
+            pass
+        if not others_alive() or time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
+
+
+def others_alive():
+    """Whether a process other than init and ourselves is still running (not a zombie)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone while we looked
+        if state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def memory_file(data):
@@ -363,7 +398,9 @@ def main():
     body = json.dumps(report, separators=(",", ":")).encode()
     mac = hmac.new(nonce, body, hashlib.sha256).hexdigest().encode()
     out = sys.stdout.buffer
-    out.write(b"RBREPORT " + mac + b" " + body + b"\n")
+    # On a line of its own even if the code under test left a partial line on
+    # the container's stdout (/proc/1/fd/1).
+    out.write(b"\nRBREPORT " + mac + b" " + body + b"\n")
     out.flush()
 
 

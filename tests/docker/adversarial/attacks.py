@@ -1,0 +1,64 @@
+"""What the adversarial suite shares: the `add` task in every label format,
+the honest answers each attack is measured against, and a batch of attacks
+graded at once so the module's runs share the session's containers.
+
+Every attack is an `Attack` (a completion, a label, limits) under a key; a
+module lists its attacks in `ATTACKS`, and the `batch` fixture (conftest.py)
+grades the ones its selected tests use, in parallel, then checks the host.
+"""
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from add_task import ADD_TESTS
+
+from rewards import GradingPolicy
+from rewards.grade import Grade
+from sandbox import Limits
+
+POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
+TOKEN = secrets.token_hex(8)  # names files an escaping write would leave on the host
+ESCAPE_NAME = f"rewardbox-escape-{TOKEN}"
+SECRET_NAME = "REWARDBOX_ADVERSARIAL_SECRET"
+QUICK = Limits(timeout_s=3)  # for attacks that run until a limit stops them
+
+# `add(a, b)` in each format, three tests each. A completion defines `add` and,
+# run as a program (stdio), reads "a b" and prints the sum.
+FORMATS: dict[str, Any] = {
+    "pytest": {"pytest": ADD_TESTS},
+    "asserts": {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"]},
+    "check": {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n"
+                      "    assert candidate(-2, 5) == 3\n", "entry_point": "add"},
+    "call": {"fn_name": "add", "inputs": [[1, 2], [0, 0], [-2, 5]], "outputs": [3, 0, 3]},
+    "stdio": {"inputs": ["1 2\n", "0 0\n", "-2 5\n"], "outputs": ["3\n", "0\n", "3\n"]},
+}
+MAIN = '\n\nif __name__ == "__main__":\n    a, b = map(int, input().split())\n    print(add(a, b))\n'
+HONEST_RIGHT = "def add(a, b):\n    return a + b\n" + MAIN
+HONEST_WRONG = "def add(a, b):\n    return a - b + 1\n" + MAIN  # wrong on all three cases
+
+
+@dataclass(frozen=True)
+class Attack:
+    completion: str
+    label: Any = field(default_factory=lambda: FORMATS["pytest"])
+    limits: Limits | None = None
+
+
+def baselines(formats=FORMATS) -> dict[str, Attack]:
+    """The honest right and honest wrong answer for each format."""
+    runs = {}
+    for fmt in formats:
+        runs[f"honest-right-{fmt}"] = Attack(HONEST_RIGHT, FORMATS[fmt])
+        runs[f"honest-wrong-{fmt}"] = Attack(HONEST_WRONG, FORMATS[fmt])
+    return runs
+
+
+def show(grade: Grade) -> str:
+    """A grade, for assertion messages."""
+    tests = [(t.name, t.outcome.value, (t.message or "")[-400:]) for t in grade.tests]
+    return f"{grade.reward} {grade.verdict} {grade.message!r} {grade.error!r} {tests}"
+
+
+def messages(grade: Grade) -> str:
+    return "\n".join(t.message or "" for t in grade.tests)
