@@ -78,7 +78,7 @@ def _score(args: argparse.Namespace) -> int:
                 f.add_done_callback(lambda _: bar.update())
             outputs = []
             for sample, future in zip(samples, futures):
-                out = future.result()
+                out = _answer(future)
                 outputs.append(out)
                 sink.write(json.dumps(_record(sample, out)) + "\n")
                 sink.flush()
@@ -88,7 +88,20 @@ def _score(args: argparse.Namespace) -> int:
             reward.close()
             sandbox.close()
     print(_summary(outputs, elapsed), file=sys.stderr)
+    unscored = sum(1 for o in outputs if o.metadata.get("sandbox_error"))
+    if unscored:
+        print(f"rewardbox: {unscored} sample(s) not scored because the sandbox failed (see their 'error'); "
+              "score them again once the cause is fixed", file=sys.stderr)
+        return 3
     return 0
+
+
+def _answer(future: "Future[RewardOutput]") -> RewardOutput:
+    """The sample's output; a failure of ours answers it unscored (never penalised), and the rest go on."""
+    try:
+        return future.result()
+    except SandboxError as exc:
+        return RewardOutput.unscorable(f"sandbox error: {exc}", verdict=None, sandbox_error=True)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -2,11 +2,12 @@
 
 __version__ = "0.1.0"
 
-from sandbox.errors import EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, SandboxError  # noqa: E402
+from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, SandboxError  # noqa: E402
 from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
 from sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
 
 __all__ = [
+    "ContainerLost",
     "DEFAULT_IMAGE",
     "EngineUnavailable",
     "HarnessError",

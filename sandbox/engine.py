@@ -16,7 +16,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TypeVar
 
@@ -34,7 +35,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from sandbox.errors import EngineUnavailable, ImageMissing
+from sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing
 from sandbox.models import Limits
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ LABEL = "rewardbox"
 OWNER_LABEL = "rewardbox.owner"
 EXPIRES_LABEL = "rewardbox.expires"
 SANDBOX_USER = "10001:10001"
+DISK_HINT = "free space on the filesystem of the engine's data root (`docker info`: Docker Root Dir)"
 ENGINE_HINT = (
     "start a Docker engine (Debian: `apt-get install docker.io && dockerd &`, "
     "or `systemctl start docker`) and check DOCKER_HOST"
@@ -56,6 +58,10 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
         return exc.status_code is not None and exc.status_code >= 500
     return isinstance(exc, docker.errors.DockerException) and "Error while fetching server API version" in str(exc)
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    return "no space left on device" in str(exc).lower()
 
 
 def _owner() -> str:
@@ -77,6 +83,15 @@ def _owner_alive(owner: str) -> bool:
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's: only its expiry can tell
     return _process_start(int(pid)) == started
+
+
+@contextmanager
+def _lost_if_gone(container_id: str) -> Iterator[None]:
+    """A container that vanished under a run was removed from outside."""
+    try:
+        yield
+    except docker.errors.NotFound as exc:
+        raise ContainerLost(f"container {container_id[:12]} was removed from outside: {exc}") from None
 
 
 class EngineStats:
@@ -191,6 +206,9 @@ class DockerEngine:
         try:
             return retrying(call)
         except Exception as exc:
+            if _transient(exc) and _out_of_space(exc):
+                log.error("Docker engine out of disk space for %.0f s: %s", self.retry_s, exc)
+                raise EngineUnavailable(f"the Docker engine is out of disk space ({exc}); {DISK_HINT}") from exc
             if _transient(exc):
                 log.error("Docker engine unreachable after %.0f s: %s", self.retry_s, exc)
                 raise EngineUnavailable(f"the Docker engine did not answer for {self.retry_s:.0f} s ({exc}); "
@@ -251,14 +269,19 @@ class DockerEngine:
 
         return self._retry(create)
 
+    # attach, start and wait are not retried in place: once the engine has failed
+    # under a container, the run is repeated whole in a new one (Sandbox.run).
+
     def attach(self, container_id: str) -> socket.socket:
         """A raw socket on the container's stdin, stdout and stderr (multiplexed)."""
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-        sock = self._retry(lambda: self._api.attach_socket(container_id, params=params))
+        with _lost_if_gone(container_id):
+            sock = self._api.attach_socket(container_id, params=params)
         return getattr(sock, "_sock", sock)
 
     def start(self, container_id: str) -> None:
-        self._retry(lambda: self._api.start(container_id))
+        with _lost_if_gone(container_id):
+            self._api.start(container_id)
 
     def kill(self, container_id: str) -> None:
         try:
@@ -267,13 +290,28 @@ class DockerEngine:
             if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
                 raise
 
-    def wait(self, container_id: str, timeout_s: float) -> dict:
-        """The container's final state (ExitCode, OOMKilled), once it has stopped."""
-        try:
-            self._api.wait(container_id, timeout=timeout_s)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            self.kill(container_id)
-        return self._retry(lambda: self._api.inspect_container(container_id))["State"]
+    def wait(self, container_id: str, timeout_s: float) -> tuple[dict, bool]:
+        """The container's final state (ExitCode, OOMKilled) once it has
+        stopped, and whether we had to kill it here. A lost connection to the
+        engine raises (the container's end is then unknown)."""
+        killed = False
+        with _lost_if_gone(container_id):
+            try:
+                self._api.wait(container_id, timeout=timeout_s)
+            except requests.exceptions.ReadTimeout:
+                self.kill(container_id)
+                killed = True
+            return self._api.inspect_container(container_id)["State"], killed
+
+    def stopped_from_outside(self, container_id: str, since: float) -> bool:
+        """Whether someone told the engine to kill or stop this container: the
+        code inside cannot make the engine record that. Asked only about
+        containers we did not kill ourselves."""
+        # Nine decimals: the engine reads the fraction as nanoseconds.
+        events = self._retry(lambda: list(self._api.events(
+            since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
+            filters={"container": container_id, "event": ["kill", "stop", "destroy"]})))
+        return bool(events)
 
     def remove(self, container_id: str) -> None:
         try:

@@ -5,7 +5,8 @@ What a program did (failed, timed out, ran out of memory) is data on a
 must not turn it into a reward.
 
     SandboxError                 root of everything this package raises
-    ├── EngineUnavailable        the Docker engine does not answer
+    ├── EngineUnavailable        the Docker engine does not answer (or its disk is full)
+    ├── ContainerLost            a run's container was stopped or removed from outside
     ├── ImageMissing             the sandbox image is not built
     ├── HarnessError             the in-container harness failed (a bug of ours)
     └── InvalidRequest           a request we cannot run (bad file names, ...)
@@ -18,6 +19,12 @@ class SandboxError(Exception):
 
 class EngineUnavailable(SandboxError):
     """The Docker engine could not be reached, even after retrying."""
+
+
+class ContainerLost(SandboxError):
+    """A run's container was killed, stopped or removed by something outside it
+    (an operator, the engine restarting): nothing the code did, so the run is
+    repeated in a new container."""
 
 
 class ImageMissing(SandboxError):

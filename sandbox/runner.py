@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from sandbox import __version__
 from sandbox.engine import DockerEngine, EngineProbe, probe_engine
-from sandbox.errors import EngineUnavailable, HarnessError, SandboxError
+from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from sandbox.models import RunRequest, RunResult
 from sandbox.protocol import encode_request, new_nonce, parse_report
 from sandbox.verdict import ContainerFacts, judge
@@ -118,10 +118,11 @@ class Sandbox:
             while True:
                 try:
                     return self._run_once(request)
-                except (OSError, EngineUnavailable) as exc:
-                    # The engine failed under a run; nothing the code did. Start again
-                    # in a fresh container while the retry budget lasts.
-                    if isinstance(exc, OSError):  # EngineUnavailable's attempts are counted by the engine
+                except (OSError, EngineUnavailable, ContainerLost) as exc:
+                    # The engine failed under a run, or someone stopped its container;
+                    # nothing the code did. Start again in a fresh container while the
+                    # retry budget lasts.
+                    if not isinstance(exc, EngineUnavailable):  # those attempts are counted by the engine
                         self._count(run_errors=1)
                     if time.monotonic() >= deadline:
                         if isinstance(exc, SandboxError):
@@ -136,6 +137,7 @@ class Sandbox:
         nonce = new_nonce()
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         started = time.monotonic()
+        created_at = time.time()
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime)
         self._count(containers=1)
         try:
@@ -158,13 +160,17 @@ class Sandbox:
                 sock.close()
             if capped or deadline_hit:
                 self.engine.kill(container_id)
-            state = self.engine.wait(container_id, timeout_s=30)
+            state, killed_late = self.engine.wait(container_id, timeout_s=30)
+            report = parse_report(bytes(stdout), nonce)
+            if (report is None and not (capped or deadline_hit or killed_late or state.get("OOMKilled"))
+                    and self.engine.stopped_from_outside(container_id, since=created_at)):
+                raise ContainerLost(f"container {container_id[:12]} was killed or stopped from outside "
+                                    f"(exit code {state.get('ExitCode')})")
         finally:
             try:
                 self.engine.remove(container_id)
             finally:
                 self._count(containers=-1)
-        report = parse_report(bytes(stdout), nonce)
         if report is not None and report.get("phase") == "harness_error":
             raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
         facts = ContainerFacts(

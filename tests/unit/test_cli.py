@@ -9,10 +9,10 @@ from concurrent.futures import Future
 import pytest
 
 from rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
-from rewards.cli import _record, _sample, _summary
+from rewards.cli import _answer, _record, _sample, _summary
 from rewards.code import output
 from rewards.expected import ExpectedTests
-from sandbox import Outcome, RunResult, TestResult, Verdict
+from sandbox import EngineUnavailable, Outcome, RunResult, TestResult, Verdict
 
 EXPECTED = ExpectedTests(counts={(None, "test_a"): 1, (None, "test_b"): 1})
 POLICY = GradingPolicy()
@@ -152,3 +152,14 @@ def test_summary_when_nothing_was_gradable():
     lines = _summary([ungradable("a"), ungradable("b")], elapsed_s=1.0).splitlines()
 
     assert lines[1:4] == ["mean reward  0.000", "pass rate    0.000", "verdicts     unscorable 2"]
+
+
+def test_a_sample_the_sandbox_failed_is_answered_unscored_not_penalised():
+    failed: Future = Future()
+    failed.set_exception(EngineUnavailable("the Docker engine is out of disk space (...)"))
+
+    out = _answer(failed)
+
+    assert (out.reward, out.score) == (None, None)
+    assert out.metadata["sandbox_error"] is True
+    assert out.metadata["error"] == "sandbox error: the Docker engine is out of disk space (...)"

@@ -5,7 +5,7 @@ import pytest
 import requests
 import requests.exceptions
 
-from sandbox import EngineUnavailable, Limits
+from sandbox import ContainerLost, EngineUnavailable, Limits
 from sandbox.engine import DockerEngine, _transient
 
 
@@ -90,3 +90,80 @@ def api_error(status: int, cls=docker.errors.APIError) -> docker.errors.APIError
 ])
 def test_only_engine_side_failures_are_retried(exc, transient):
     assert _transient(exc) is transient
+
+
+def test_an_engine_out_of_disk_space_says_so_and_names_the_fix():
+    class FullAPI:
+        def inspect_image(self, image):
+            raise docker.errors.APIError("Internal Server Error", response=api_error(500).response,
+                                         explanation="mkdir /var/lib/docker/overlay2/x-init: no space left on device")
+
+    engine = engine_with(FullAPI(), retry_s=0.1)
+    with pytest.raises(EngineUnavailable, match="out of disk space.*Docker Root Dir"):
+        engine.require_image("rewardbox/python:test")
+
+
+class GoneAPI:
+    """A container removed from outside: every call about it is a 404."""
+
+    def wait(self, container_id, timeout):
+        raise api_error(404, docker.errors.NotFound)
+
+    def start(self, container_id):
+        raise api_error(404, docker.errors.NotFound)
+
+    def attach_socket(self, container_id, params):
+        raise api_error(404, docker.errors.NotFound)
+
+
+@pytest.mark.parametrize("call", [
+    lambda engine: engine.wait("abc", timeout_s=1),
+    lambda engine: engine.start("abc"),
+    lambda engine: engine.attach("abc"),
+])
+def test_a_container_removed_from_outside_is_lost_not_judged(call):
+    with pytest.raises(ContainerLost, match="removed from outside"):
+        call(engine_with(GoneAPI()))
+
+
+def test_a_lost_connection_while_waiting_raises_instead_of_judging_the_container():
+    class DroppedAPI:
+        def wait(self, container_id, timeout):
+            raise requests.exceptions.ConnectionError("connection aborted")
+
+    with pytest.raises(OSError):  # Sandbox.run repeats the whole run on OSError
+        engine_with(DroppedAPI()).wait("abc", timeout_s=1)
+
+
+def test_a_wait_that_times_out_kills_the_container_and_says_so():
+    class SlowAPI:
+        killed = []
+
+        def wait(self, container_id, timeout):
+            raise requests.exceptions.ReadTimeout("read timed out")
+
+        def kill(self, container_id):
+            self.killed.append(container_id)
+
+        def inspect_container(self, container_id):
+            return {"State": {"ExitCode": 137, "OOMKilled": False}}
+
+    api = SlowAPI()
+    state, killed = engine_with(api).wait("abc", timeout_s=1)
+
+    assert (state["ExitCode"], killed, api.killed) == (137, True, ["abc"])
+
+
+@pytest.mark.parametrize("events, outside", [([], False), ([{"status": "kill", "id": "abc"}], True)])
+def test_stopped_from_outside_asks_the_engine_for_kill_events_of_that_container(events, outside):
+    class EventsAPI:
+        asked = {}
+
+        def events(self, **kwargs):
+            self.asked = kwargs
+            return iter(events)
+
+    api = EventsAPI()
+    assert engine_with(api).stopped_from_outside("abc", since=1000.0) is outside
+    assert api.asked["filters"] == {"container": "abc", "event": ["kill", "stop", "destroy"]}
+    assert api.asked["since"] == "999.000000000"

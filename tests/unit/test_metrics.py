@@ -353,7 +353,9 @@ class FakeRunEngine:
 
     def kill(self, container_id): pass
 
-    def wait(self, container_id, timeout_s): return {"ExitCode": 0, "OOMKilled": False}
+    def wait(self, container_id, timeout_s): return {"ExitCode": 0, "OOMKilled": False}, False
+
+    def stopped_from_outside(self, container_id, since): return False
 
     def remove(self, container_id): pass
 

@@ -1,0 +1,172 @@
+"""Fault injection: the engine, a container, the scoring process or the disk
+failing under a batch. A failure of ours never becomes a reward: every sample
+is still answered correctly after retries, or gets a `SandboxError` that says
+how to fix the cause.
+
+Faults that would disturb the shared engine (a restart, a full disk) run on
+a private engine of their own (private_engine.py).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from add_task import LABEL
+
+from rewards import CodeReward
+from rewards.base import Sample
+from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Sandbox
+from sandbox.engine import DockerEngine
+
+RIGHT = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a + b\n"
+WRONG = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a - b\n"  # passes test_zero only
+
+
+def batch(n: int, pause: float = 1.5) -> tuple[list[Sample], list[float]]:
+    """Right and wrong answers in turn, each slow enough to be caught mid-run."""
+    samples = [Sample(id=f"s{i}", completion=(RIGHT if i % 2 == 0 else WRONG).format(pause=pause), label=LABEL)
+               for i in range(n)]
+    return samples, [1.0 if i % 2 == 0 else 1 / 3 for i in range(n)]
+
+
+def wait_for(condition, timeout_s: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def private_engine(tmp_path_factory):
+    from private_engine import PrivateEngine
+
+    with PrivateEngine(tmp_path_factory.mktemp("engine")) as engine:
+        engine.copy_image(DEFAULT_IMAGE)
+        yield engine
+
+
+# -- the engine ----------------------------------------------------------------
+
+def test_engine_restarted_mid_batch_every_sample_still_answered_correctly(private_engine):
+    samples, expected = batch(16)
+    with Sandbox(engine=DockerEngine(base_url=private_engine.url, retry_s=90), max_containers=4) as box:
+        reward = CodeReward(box)
+        futures = [reward.submit(s) for s in samples]
+        wait_for(lambda: box.stats().containers_running >= 3, what="runs in flight")
+        time.sleep(0.5)  # inside their tests
+        private_engine.restart()
+
+        rewards = [f.result(timeout=300).reward for f in futures]
+
+        assert rewards == pytest.approx(expected)
+        stats = box.stats()
+    assert stats.run_retries >= 3  # the runs in flight were started again, not judged
+    assert stats.containers_running == 0
+    assert private_engine.containers() == []
+
+
+def test_unreachable_engine_at_start_names_the_fix(tmp_path):
+    with pytest.raises(EngineUnavailable, match="start a Docker engine"):
+        DockerEngine(base_url=f"unix://{tmp_path}/no-engine.sock", retry_s=0.5)
+
+
+def test_missing_image_names_make_sandbox_image():
+    with pytest.raises(ImageMissing, match="make sandbox-image"):
+        Sandbox(image="rewardbox/python:no-such-version", sweep=False)
+
+
+# -- a container -----------------------------------------------------------------
+
+def test_containers_killed_or_removed_from_outside_are_run_again(docker_client):
+    samples, expected = batch(8)
+    with Sandbox(max_containers=4, retry_s=60) as box:
+        reward = CodeReward(box)
+        futures = [reward.submit(s) for s in samples]
+        ours = {"label": f"rewardbox.owner={box.engine.owner}", "status": "running"}
+        wait_for(lambda: len(docker_client.api.containers(filters=ours)) >= 2, what="two running containers")
+        time.sleep(0.3)
+        first, second = docker_client.api.containers(filters=ours)[:2]
+        docker_client.api.kill(first["Id"])
+        docker_client.api.remove_container(second["Id"], force=True)
+
+        rewards = [f.result(timeout=120).reward for f in futures]
+
+        assert rewards == pytest.approx(expected)
+        assert box.stats().run_retries >= 2
+
+
+def test_a_completion_that_kills_its_own_harness_is_judged_not_run_again(sandbox, code_reward):
+    retries_before = sandbox.stats().run_retries
+    grade = code_reward.grade("import os, signal\nos.kill(-1, signal.SIGKILL)\n\ndef add(a, b):\n    return a + b\n",
+                              LABEL)
+
+    assert grade.verdict.value == "killed"
+    assert grade.reward == -1.0
+    assert sandbox.stats().run_retries == retries_before  # the engine recorded no kill: the code did it
+
+
+# -- the scoring process ----------------------------------------------------------
+
+def test_scoring_process_killed_mid_batch_then_restarted(tmp_path, docker_client, code_reward):
+    samples, expected = batch(8, pause=4)
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("".join(s.model_dump_json() + "\n" for s in samples))
+    command = [sys.executable, "-m", "rewards.cli", "score", str(rollouts), "--no-progress", "-j", "4"]
+    # A bystander: another scoring process's run on the same engine, in flight throughout.
+    bystander = code_reward.submit(Sample(completion=RIGHT.format(pause=8), label=LABEL))
+
+    first = subprocess.Popen(command + ["-o", str(tmp_path / "first.jsonl")], stderr=subprocess.PIPE)
+    owner = {"label": "rewardbox"}
+    prefix = f"{socket.gethostname()}:{first.pid}:"
+
+    def orphans() -> list[dict]:
+        return [c for c in docker_client.api.containers(all=True, filters=owner)
+                if c["Labels"].get("rewardbox.owner", "").startswith(prefix)]
+
+    wait_for(lambda: len(orphans()) >= 4, what="the first process's containers")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    assert len(orphans()) >= 4  # left behind: nobody removed them
+
+    second = subprocess.run(command + ["-o", str(tmp_path / "second.jsonl")], capture_output=True, text=True,
+                            timeout=300)
+
+    assert second.returncode == 0, second.stderr
+    records = [json.loads(line) for line in (tmp_path / "second.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == [s.id for s in samples]
+    assert [r["reward"] for r in records] == pytest.approx(expected)
+    assert "left behind by an earlier process" in second.stderr  # the restart swept them
+    assert orphans() == []
+    assert bystander.result(timeout=60).reward == 1.0  # the live process's run was not touched
+
+
+# -- the disk ---------------------------------------------------------------------
+
+def test_engine_disk_nearly_full_then_full(private_engine):
+    samples, expected = batch(8, pause=0)
+    try:
+        private_engine.fill_disk(leave_mb=16)
+        with Sandbox(engine=DockerEngine(base_url=private_engine.url, retry_s=60), max_containers=4) as box:
+            reward = CodeReward(box)
+            assert [o.reward for o in reward.score_many(samples)] == pytest.approx(expected)
+
+            private_engine.fill_disk(leave_mb=0)
+            # Full: a sample given up on says what is wrong and what to do.
+            with Sandbox(engine=DockerEngine(base_url=private_engine.url, retry_s=2), max_containers=1) as impatient:
+                with pytest.raises(EngineUnavailable, match="out of disk space.*free space"):
+                    CodeReward(impatient).score(samples[0])
+
+            # Full, then freed while the retries last: nothing lost, nothing penalised.
+            futures = [reward.submit(s) for s in samples]
+            time.sleep(3)
+            private_engine.free_disk()
+            assert [f.result(timeout=120).reward for f in futures] == pytest.approx(expected)
+    finally:
+        private_engine.free_disk()
+    assert private_engine.containers() == []
