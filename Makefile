@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine sandbox-image service-image image-if-missing demo test test-unit test-docker clean
+.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ install: $(BIN)/rewardbox ## install rewardbox and its test tools into .venv
 engine: ## make sure a Docker engine runs (installs and starts one if root on Debian)
 	@bash scripts/ensure-engine.sh
 
+gvisor: sandbox-image ## install and register the gVisor runtime runsc (Debian's runsc; dockerd reloaded, never restarted)
+	@bash scripts/ensure-gvisor.sh
+
 sandbox-image: engine ## build the sandbox image rewardbox/python:<version> (seconds when nothing changed)
 	@bash images/python/build.sh $(IMAGE)
 
@@ -35,7 +38,7 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image ## run both test tiers (unit, then docker) with the doctests
+test: install sandbox-image gvisor ## run both test tiers (unit, then docker) with the doctests
 	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests
 
 test-unit: install ## run the unit tier only (no Docker needed)

@@ -5,6 +5,7 @@ image is an error of the run, never a skip (design section 8: CI starts the
 engine), so the fixtures fail with the `SandboxError`'s own message.
 """
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -27,8 +28,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def sandbox():
+    # REWARDBOX_TEST_RUNTIME=runsc runs the tier under gVisor (needs `make gvisor`).
+    runtime = os.environ.get("REWARDBOX_TEST_RUNTIME") or None
     try:
-        box = Sandbox(max_containers=4, retry_s=20)
+        box = Sandbox(max_containers=4, retry_s=20, runtime=runtime)
     except SandboxError as exc:
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
     yield box

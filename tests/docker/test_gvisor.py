@@ -1,0 +1,113 @@
+"""gVisor: `Sandbox(runtime="runsc")` really runs the code on gVisor's kernel,
+and grades exactly as the default runtime does.
+
+Needs the runtime registered (`make gvisor`, run by `make test`); without it
+the runs fail with the engine's error, never a skip.
+"""
+
+from pathlib import Path
+
+import pytest
+from add_task import LABEL as ADD_LABEL
+from test_label_formats_e2e import FORMATS
+
+from rewards import CodeReward, Sample
+from sandbox import Limits, RunRequest, Sandbox, Verdict
+
+RUNTIMES = {"default": None, "gvisor": "runsc"}
+
+# What the kernel says about itself: its version, how the root filesystem is
+# mounted, and whether it lets the sandbox user read its log (syslog(2)
+# READ_ALL, refused by Docker's seccomp profile, which --oci-seccomp applies inside gVisor too).
+KERNEL_PROBE = """\
+import ctypes
+
+print(open("/proc/version").read().strip())
+print("root:", next(line for line in open("/proc/mounts") if line.split()[1] == "/").strip())
+buf = ctypes.create_string_buffer(4096)
+n = ctypes.CDLL(None, use_errno=True).klogctl(3, buf, len(buf))
+print("log:", buf.raw[:n].decode(errors="replace") if n >= 0 else f"refused (errno {ctypes.get_errno()})")
+"""
+
+
+@pytest.fixture(scope="module")
+def boxes():
+    made = {name: Sandbox(max_containers=4, retry_s=20, runtime=runtime, sweep=False)
+            for name, runtime in RUNTIMES.items()}
+    yield made
+    for box in made.values():
+        box.close()
+
+
+@pytest.fixture(scope="module")
+def kernels(boxes) -> dict[str, str]:
+    request = RunRequest(files={"probe.py": KERNEL_PROBE}, program="probe.py")
+    futures = {name: box.submit(request) for name, box in boxes.items()}
+    results = {name: f.result() for name, f in futures.items()}
+    for name, result in results.items():
+        assert result.exit_code == 0, (name, result)
+    return {name: result.stdout for name, result in results.items()}
+
+
+def test_gvisor_runs_the_code_on_its_own_kernel(kernels):
+    version, root, log = kernels["gvisor"].splitlines()
+    host_version = Path("/proc/version").read_text().strip()
+
+    assert version != host_version
+    # The root filesystem reaches gVisor's kernel from its file proxy (the gofer), over 9P on a socket.
+    assert root.split()[2:4] == ["/", "9p"] and "trans=fd" in root, root
+    assert log == "log: refused (errno 1)"  # Docker's seccomp profile holds inside gVisor too
+
+
+def test_the_default_runtime_runs_it_on_the_host_kernel(kernels):
+    version, root, log = kernels["default"].splitlines()
+
+    assert version == Path("/proc/version").read_text().strip()
+    assert root.split()[2:4] == ["/", "overlay"], root
+    assert log == "log: refused (errno 1)"
+
+
+# Every label format's partly passing completion (exact pass counts), and whole
+# passes and fails of a module-level and a program-level format: one batch per runtime, both at once.
+PICKED = {(fmt, "partial") for fmt in FORMATS} | {(fmt, which) for fmt in ("pytest", "stdio") for which in ("pass", "fail")}
+PARITY = {f"{fmt}-{which}": (Sample(id=f"{fmt}-{which}", completion=completion, label=label, prompt=prompt), passed, total)
+          for fmt, (label, prompt, total, completions) in FORMATS.items()
+          for which, (completion, passed) in zip(("pass", "partial", "fail"), completions)
+          if (fmt, which) in PICKED}
+
+# The same limits under both runtimes, with room in the pids limit for gVisor's
+# own threads, which the engine does not yet make (see the next test).
+PARITY_LIMITS = Limits(pids=448)
+
+
+def test_verdicts_and_rewards_match_the_default_runtime(boxes):
+    rewards = {name: CodeReward(box, limits=PARITY_LIMITS) for name, box in boxes.items()}
+    futures = {name: [reward.submit(sample) for sample, _, _ in PARITY.values()] for name, reward in rewards.items()}
+    outputs = {name: dict(zip(PARITY, (f.result() for f in fs), strict=True)) for name, fs in futures.items()}
+
+    def seen(out):
+        return out.metadata.get("verdict"), out.reward, out.metadata.get("passed"), out.metadata.get("total")
+
+    for key, (_, passed, total) in PARITY.items():
+        expected = ("passed" if passed == total else "failed", passed / total, passed, total)
+        assert seen(outputs["default"][key]) == expected, (key, outputs["default"][key])
+        assert seen(outputs["gvisor"][key]) == expected, (key, outputs["gvisor"][key])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "gVisor's own threads (about 60, and 5 more per process inside) count against the container's pids "
+    "limit on the host; sandbox/engine.py sets the limit for the code alone, so gVisor dies at the first "
+    "few processes (Go: failed to create new OS thread, exit 2) and the run ends without a report"))
+def test_gvisor_runs_a_few_processes_within_the_default_limits(boxes):
+    completion = (
+        "import subprocess, sys\n\n"
+        "def add(a, b):\n"
+        "    children = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.5)']) for _ in range(8)]\n"
+        "    return a + b if all(child.wait() == 0 for child in children) else None\n"
+    )
+    reward = CodeReward(boxes["gvisor"], limits=Limits(timeout_s=10))
+
+    grade = reward.grade(completion, ADD_LABEL)
+
+    assert grade.verdict is Verdict.PASSED, grade.message
+    assert grade.reward == 1.0

@@ -1,0 +1,48 @@
+"""`--runtime` (gVisor: runsc) reaches the sandbox of `rewardbox score` and `rewardbox serve`.
+
+No engine here: `score` gets an empty file (its lazy sandbox is never made),
+and `serve`'s sandbox is replaced by one that records its options and refuses to start.
+"""
+
+import pytest
+
+from rewards import cli
+from sandbox import LazySandbox, SandboxError
+
+
+@pytest.fixture
+def made(monkeypatch):
+    """The options of each sandbox the CLI makes, in order."""
+    options = []
+
+    class RecordingLazySandbox(LazySandbox):
+        def __init__(self, **kwargs):
+            options.append(kwargs)
+            super().__init__(**kwargs)
+
+    def refusing_sandbox(**kwargs):
+        options.append(kwargs)
+        raise SandboxError("no engine in the unit tier")
+
+    monkeypatch.setattr(cli, "LazySandbox", RecordingLazySandbox)
+    monkeypatch.setattr(cli, "Sandbox", refusing_sandbox)
+    return options
+
+
+@pytest.mark.parametrize("flags, runtime", [(["--runtime", "runsc"], "runsc"), ([], None)])
+def test_score_passes_the_runtime_to_its_sandbox(made, tmp_path, flags, runtime):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+
+    status = cli.main(["score", str(rollouts), "-o", str(tmp_path / "out.jsonl"), "--no-progress", *flags])
+
+    assert status == 0
+    assert [m["runtime"] for m in made] == [runtime]
+
+
+def test_serve_passes_the_runtime_to_its_sandbox(made, capsys):
+    status = cli.main(["serve", "--runtime", "runsc", "--port", "0"])
+
+    assert status == 2  # the refusing sandbox: a clear error, no server
+    assert "no engine in the unit tier" in capsys.readouterr().err
+    assert [m["runtime"] for m in made] == ["runsc"]
