@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, SandboxError  # noqa: E402
+from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
 from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
 from sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
 
@@ -18,6 +18,7 @@ __all__ = [
     "Outcome",
     "RunRequest",
     "RunResult",
+    "RuntimeMissing",
     "Sandbox",
     "SandboxError",
     "TestResult",

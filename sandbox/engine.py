@@ -35,7 +35,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing
+from sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
 from sandbox.models import Limits
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,12 @@ OWNER_LABEL = "rewardbox.owner"
 EXPIRES_LABEL = "rewardbox.expires"
 SANDBOX_USER = "10001:10001"
 DISK_HINT = "free space on the filesystem of the engine's data root (`docker info`: Docker Root Dir)"
+# gVisor's own host threads count against the container's pids limit (about
+# 60 at start, a few more per process inside: gVisor issue #2490), while the
+# processes inside are its tasks. Under gVisor the limit is widened so that
+# it still bounds the code, not gVisor's start-up.
+GVISOR_PIDS_BASE = 64
+GVISOR_PIDS_PER_PROCESS = 6
 ENGINE_HINT = (
     "start a Docker engine (Debian: `apt-get install docker.io && dockerd &`, "
     "or `systemctl start docker`) and check DOCKER_HOST"
@@ -222,9 +228,20 @@ class DockerEngine:
             raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
                                f"run `make sandbox-image` to build it") from None
 
-    def create(self, image: str, limits: Limits, name: str, runtime: str | None = None) -> str:
+    def require_runtime(self, runtime: str | None) -> bool:
+        """Checks that the engine knows `runtime`; True when it is gVisor."""
+        if runtime is None:
+            return False
+        runtimes = self._retry(lambda: self._api.info()).get("Runtimes") or {}
+        if runtime not in runtimes:
+            raise RuntimeMissing(f"the Docker engine has no runtime {runtime!r} (it has: {', '.join(sorted(runtimes))})"
+                                 f"{': run `make gvisor` to install and register it' if runtime == 'runsc' else ''}")
+        return "runsc" in str((runtimes[runtime] or {}).get("path", ""))
+
+    def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False) -> str:
         """A stopped, hardened container waiting for its input on stdin."""
         mb = 1024 * 1024
+        pids = GVISOR_PIDS_BASE + GVISOR_PIDS_PER_PROCESS * limits.pids if gvisor else limits.pids
         host_config = self._api.create_host_config(
             network_mode="none",
             read_only=True,
@@ -238,7 +255,7 @@ class DockerEngine:
             mem_limit=limits.memory_mb * mb,
             memswap_limit=limits.memory_mb * mb,
             nano_cpus=int(limits.cpus * 1e9),
-            pids_limit=limits.pids,
+            pids_limit=pids,
             ulimits=[
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
                 Ulimit(name="fsize", soft=limits.file_size_mb * mb, hard=limits.file_size_mb * mb),

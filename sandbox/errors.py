@@ -8,6 +8,7 @@ must not turn it into a reward.
     ├── EngineUnavailable        the Docker engine does not answer (or its disk is full)
     ├── ContainerLost            a run's container was stopped or removed from outside
     ├── ImageMissing             the sandbox image is not built
+    ├── RuntimeMissing           the OCI runtime asked for is not registered
     ├── HarnessError             the in-container harness failed (a bug of ours)
     └── InvalidRequest           a request we cannot run (bad file names, ...)
 """
@@ -29,6 +30,10 @@ class ContainerLost(SandboxError):
 
 class ImageMissing(SandboxError):
     """The sandbox image is not present on the engine."""
+
+
+class RuntimeMissing(SandboxError):
+    """The OCI runtime asked for (e.g. runsc) is not registered with the engine."""
 
 
 class HarnessError(SandboxError):

@@ -64,6 +64,7 @@ class Sandbox:
         self.max_containers = max_containers
         self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
         self.engine.require_image(image)
+        self._gvisor = self.engine.require_runtime(runtime)
         if sweep:
             self.engine.sweep()
         self._slots = threading.BoundedSemaphore(max_containers)
@@ -119,6 +120,9 @@ class Sandbox:
                 try:
                     return self._run_once(request)
                 except (OSError, EngineUnavailable, ContainerLost) as exc:
+                    if 400 <= (getattr(exc, "status_code", None) or 0) < 500:
+                        # The engine refused the request itself: repeating it cannot help.
+                        raise SandboxError(f"the Docker engine refused the run: {exc}") from exc
                     # The engine failed under a run, or someone stopped its container;
                     # nothing the code did. Start again in a fresh container while the
                     # retry budget lasts.
@@ -138,7 +142,7 @@ class Sandbox:
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         started = time.monotonic()
         created_at = time.time()
-        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime)
+        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor)
         self._count(containers=1)
         try:
             sock = self.engine.attach(container_id)

@@ -21,7 +21,7 @@ from add_task import LABEL
 
 from rewards import CodeReward
 from rewards.base import Sample
-from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Sandbox
+from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, RuntimeMissing, Sandbox
 from sandbox.engine import DockerEngine
 
 RIGHT = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a + b\n"
@@ -170,3 +170,8 @@ def test_engine_disk_nearly_full_then_full(private_engine):
     finally:
         private_engine.free_disk()
     assert private_engine.containers() == []
+
+
+def test_a_runtime_the_engine_does_not_know_names_make_gvisor():
+    with pytest.raises(RuntimeMissing, match="no runtime 'runsc-missing'"):
+        Sandbox(runtime="runsc-missing", sweep=False)

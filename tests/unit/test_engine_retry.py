@@ -5,7 +5,7 @@ import pytest
 import requests
 import requests.exceptions
 
-from sandbox import ContainerLost, EngineUnavailable, Limits
+from sandbox import ContainerLost, EngineUnavailable, Limits, RuntimeMissing
 from sandbox.engine import DockerEngine, _transient
 
 
@@ -15,6 +15,7 @@ class LostAnswerAPI:
 
     def __init__(self):
         self.containers: dict[str, str] = {}
+        self.configs: list[dict] = []
         self.create_calls = 0
 
     def create_host_config(self, **kwargs):
@@ -25,6 +26,7 @@ class LostAnswerAPI:
 
     def create_container_from_config(self, config, name):
         self.create_calls += 1
+        self.configs.append(config)
         if name in self.containers:
             response = requests.Response()
             response.status_code = 409
@@ -167,3 +169,28 @@ def test_stopped_from_outside_asks_the_engine_for_kill_events_of_that_container(
     assert engine_with(api).stopped_from_outside("abc", since=1000.0) is outside
     assert api.asked["filters"] == {"container": "abc", "event": ["kill", "stop", "destroy"]}
     assert api.asked["since"] == "999.000000000"
+
+
+class InfoAPI:
+    def info(self):
+        return {"Runtimes": {"runc": {"path": "runc"}, "gvisor": {"path": "/usr/bin/runsc", "runtimeArgs": []}}}
+
+
+@pytest.mark.parametrize("runtime, gvisor", [(None, False), ("runc", False), ("gvisor", True)])
+def test_a_registered_runtime_is_accepted_and_gvisor_recognised_by_its_binary(runtime, gvisor):
+    assert engine_with(InfoAPI()).require_runtime(runtime) is gvisor
+
+
+def test_a_runtime_the_engine_does_not_know_names_make_gvisor():
+    with pytest.raises(RuntimeMissing, match=r"no runtime 'runsc' \(it has: gvisor, runc\): run `make gvisor`"):
+        engine_with(InfoAPI()).require_runtime("runsc")
+
+
+def test_under_gvisor_the_pids_limit_makes_room_for_gvisors_own_threads():
+    api = LostAnswerAPI()
+    engine = engine_with(api)
+    engine.create("rewardbox/python:test", Limits(pids=64), name="a")
+    engine.create("rewardbox/python:test", Limits(pids=64), name="b", gvisor=True)
+
+    limits = [config["host_config"]["pids_limit"] for config in api.configs]
+    assert limits == [64, 64, 64 + 6 * 64, 64 + 6 * 64]  # each create is tried twice by this fake

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 
 import docker.errors
 import pytest
+import requests
 import requests.exceptions
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,7 +18,7 @@ from rewards.base import Reward, RewardOutput, Sample
 from rewards.registry import Registry
 from rewards.server import ServerSettings, Service, create_app
 from rewards.server.health import check
-from sandbox import LazySandbox, RunRequest, Sandbox
+from sandbox import LazySandbox, RunRequest, Sandbox, SandboxError
 from sandbox.engine import DockerEngine, EngineProbe
 from sandbox.runner import SandboxStats
 
@@ -334,9 +335,11 @@ class FakeRunEngine:
 
     def require_image(self, image): pass
 
+    def require_runtime(self, runtime): return False
+
     def sweep(self): return 0
 
-    def create(self, image, limits, name, runtime=None):
+    def create(self, image, limits, name, runtime=None, gvisor=False):
         self.creates += 1
         if self.creates == 1:
             raise ConnectionResetError("connection reset by peer")
@@ -374,3 +377,20 @@ def test_sandbox_counts_containers_running_and_runs_restarted_after_an_engine_fa
 
     assert engine.running_seen == [1]
     assert sandbox.stats() == SandboxStats(containers_running=0, engine_errors=1, engine_call_retries=0, run_retries=1)
+
+
+def test_a_request_the_engine_refuses_is_not_repeated(monkeypatch):
+    monkeypatch.setattr("sandbox.runner.time.sleep", lambda seconds: None)
+
+    class RefusingEngine(FakeRunEngine):
+        def create(self, image, limits, name, runtime=None, gvisor=False):
+            self.creates += 1
+            response = requests.Response()
+            response.status_code = 400
+            raise docker.errors.APIError("Bad Request", response=response, explanation="Unknown runtime specified nosuch")
+
+    engine = RefusingEngine()
+    sandbox = engine.sandbox = Sandbox(engine=engine, max_containers=1)
+    with sandbox, pytest.raises(SandboxError, match="the Docker engine refused the run: .*Unknown runtime"):
+        sandbox.run(RunRequest(files={"solution.py": "x = 1"}, tests={"test_x.py": "def test_x(): pass"}))
+    assert engine.creates == 1
