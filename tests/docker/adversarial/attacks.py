@@ -22,16 +22,23 @@ TOKEN = secrets.token_hex(8)  # names files an escaping write would leave on the
 ESCAPE_NAME = f"rewardbox-escape-{TOKEN}"
 SECRET_NAME = "REWARDBOX_ADVERSARIAL_SECRET"
 QUICK = Limits(timeout_s=3)  # for attacks that run until a limit stops them
+# For runs that must not time out, even on a loaded host: no attack under these
+# limits hangs, so the room costs no time.
+ROOMY = Limits(timeout_s=60)
+CASE_TIMEOUT_S = 10  # per case of a generated format, for the same reason
 
 # `add(a, b)` in each format, three tests each. A completion defines `add` and,
 # run as a program (stdio), reads "a b" and prints the sum.
 FORMATS: dict[str, Any] = {
     "pytest": {"pytest": ADD_TESTS},
-    "asserts": {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"]},
+    "asserts": {"tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"],
+                "case_timeout_s": CASE_TIMEOUT_S},
     "check": {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n"
-                      "    assert candidate(-2, 5) == 3\n", "entry_point": "add"},
-    "call": {"fn_name": "add", "inputs": [[1, 2], [0, 0], [-2, 5]], "outputs": [3, 0, 3]},
-    "stdio": {"inputs": ["1 2\n", "0 0\n", "-2 5\n"], "outputs": ["3\n", "0\n", "3\n"]},
+                      "    assert candidate(-2, 5) == 3\n", "entry_point": "add", "case_timeout_s": CASE_TIMEOUT_S},
+    "call": {"fn_name": "add", "inputs": [[1, 2], [0, 0], [-2, 5]], "outputs": [3, 0, 3],
+             "case_timeout_s": CASE_TIMEOUT_S},
+    "stdio": {"inputs": ["1 2\n", "0 0\n", "-2 5\n"], "outputs": ["3\n", "0\n", "3\n"],
+              "case_timeout_s": CASE_TIMEOUT_S},
 }
 MAIN = '\n\nif __name__ == "__main__":\n    a, b = map(int, input().split())\n    print(add(a, b))\n'
 HONEST_RIGHT = "def add(a, b):\n    return a + b\n" + MAIN
@@ -42,7 +49,7 @@ HONEST_WRONG = "def add(a, b):\n    return a - b + 1\n" + MAIN  # wrong on all t
 class Attack:
     completion: str
     label: Any = field(default_factory=lambda: FORMATS["pytest"])
-    limits: Limits | None = None
+    limits: Limits = ROOMY
 
 
 def baselines(formats=FORMATS) -> dict[str, Attack]:

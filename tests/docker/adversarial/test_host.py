@@ -218,7 +218,7 @@ ATTACKS = {
     "engine-socket": ENGINE_SOCKET,
     "writing-outside-the-work-dir": WRITE_OUTSIDE,
     "harness-tampering": HARNESS_TAMPERING,
-    "killing-every-process": Attack("import os, signal\n\ndef add(a, b):\n    os.kill(-1, signal.SIGKILL)\n", limits=QUICK),
+    "killing-every-process": Attack("import os, signal\n\ndef add(a, b):\n    os.kill(-1, signal.SIGKILL)\n"),
     "stopping-the-supervisor": Attack(FIND_SUPERVISOR + "\ndef add(a, b):\n    os.kill(supervisor(), signal.SIGSTOP)\n"
                                       "    return a + b\n", limits=QUICK),
     # A right answer, and a detached reader of the container's stdout (the pipe the
