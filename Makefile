@@ -7,7 +7,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker bench clean
+.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker soak bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -46,6 +46,10 @@ test-unit: install ## run the unit tier only (no Docker needed)
 
 test-docker: install sandbox-image ## run the docker tier only
 	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
+
+soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full concurrency: leaks, memory; bench/results/soak.json
+	@mkdir -p bench/results
+	$(BIN)/python bench/soak.py --runs 2000 --json bench/results/soak.json
 
 bench: install sandbox-image ## scoring modes side by side on HumanEval (bench/README.md); BENCH_ARGS="--samples 24" for a short run
 	$(BIN)/python bench/bench.py --workers 2 --json bench/results/bench.json $(BENCH_ARGS)
