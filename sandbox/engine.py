@@ -248,8 +248,9 @@ class DockerEngine:
             tmpfs={
                 "/work": f"rw,nosuid,nodev,size={limits.work_mb}m,nr_inodes={limits.inodes},uid=10001,gid=10001",
                 "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
+                # A tmpfs of ours rather than --shm-size, which limits bytes but not files.
+                "/dev/shm": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
             },
-            shm_size=f"{limits.tmp_mb}m",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             mem_limit=limits.memory_mb * mb,
