@@ -24,7 +24,7 @@ from typing import TypeVar
 import docker
 import docker.errors
 import requests.exceptions
-from docker.types import Ulimit
+from docker.types import LogConfig, Ulimit
 from pydantic import BaseModel, ConfigDict
 from tenacity import (
     RetryCallState,
@@ -261,7 +261,11 @@ class DockerEngine:
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
                 Ulimit(name="fsize", soft=limits.file_size_mb * mb, hard=limits.file_size_mb * mb),
                 Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="msgqueue", soft=0, hard=0),  # no POSIX message queues
             ],
+            # Output is read from the attach stream; a log file would put the
+            # code's stdout on the host's disk as well.
+            log_config=LogConfig(type="none"),
             init=True,
             runtime=runtime,
         )

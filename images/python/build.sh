@@ -43,5 +43,6 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3
   -d "$here/wheels" -r "$here/requirements.txt" 2> >(grep -v "is ignored" >&2)
 base=$(pick_base)
 log "building $tag on $base"
-DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=python" -t "$tag" "$here" 2> >(grep -v -i -E "deprecated|buildx|buildkit|environment-variable|^ *$" >&2) >/dev/null
+# --network none: the build needs none (wheels are fetched above), and needs no bridge either.
+DOCKER_BUILDKIT=0 docker build --quiet --network none --build-arg "BASE=$base" --label "rewardbox.image=python" -t "$tag" "$here" 2> >(grep -v -i -E "deprecated|buildx|buildkit|environment-variable|^ *$" >&2) >/dev/null
 log "built $tag"

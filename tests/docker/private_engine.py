@@ -3,7 +3,8 @@ engine everything else uses: restarting it mid-batch, filling its disk.
 
 It is a real `dockerd` on a private socket, with its data root on a small
 loop-mounted ext4 file system (so "the disk is full" is real and harms
-nothing else), no bridge and no iptables rules (it touches no host network).
+nothing else), a bridge of its own and no iptables rules. Not `--bridge none`:
+a dockerd started so deletes the host's `docker0`, which the main engine needs.
 The sandbox image is copied in from the main engine. Needs root, `dockerd`,
 `mkfs.ext4` and a loop device: what CI has.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import docker
 
 DISK_MB = 1024
+BRIDGE = "rbfault0"
 
 
 class PrivateEngine:
@@ -36,6 +38,8 @@ class PrivateEngine:
         self.mount.mkdir()
         subprocess.run(["mount", "-o", "loop", str(disk), str(self.mount)], check=True)
         (self.root / "daemon.json").write_text("{}")  # not the host's: no runtimes or mirrors of its own
+        subprocess.run(["ip", "link", "delete", BRIDGE], check=False, stderr=subprocess.DEVNULL)  # a crashed run's
+        subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
         self.start()
         return self
 
@@ -44,6 +48,7 @@ class PrivateEngine:
             self.stop()
         finally:
             subprocess.run(["umount", "-l", str(self.mount)], check=False)
+            subprocess.run(["ip", "link", "delete", BRIDGE], check=False)
 
     def start(self) -> None:
         # A new session: the engine and its containerd outlive no test, and no
@@ -51,7 +56,7 @@ class PrivateEngine:
         self._process = subprocess.Popen(
             ["dockerd", "--config-file", str(self.root / "daemon.json"), "--data-root", str(self.mount / "docker"),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
-             "--host", self.url, "--bridge", "none", "--iptables=false", "--ip-masq=false"],
+             "--host", self.url, "--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"],
             stdin=subprocess.DEVNULL, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + 60

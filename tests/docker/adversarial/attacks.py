@@ -7,6 +7,7 @@ module lists its attacks in `ATTACKS`, and the `batch` fixture (conftest.py)
 grades the ones its selected tests use, in parallel, then checks the host.
 """
 
+import os
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,9 @@ from rewards import GradingPolicy
 from rewards.grade import Grade
 from sandbox import Limits
 
+# The docker tier's runtime (the `sandbox` fixture reads the same variable): a
+# few answers differ under gVisor's kernel, and the README's threat model says which.
+GVISOR = os.environ.get("REWARDBOX_TEST_RUNTIME") == "runsc"
 POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
 TOKEN = secrets.token_hex(8)  # names files an escaping write would leave on the host
 ESCAPE_NAME = f"rewardbox-escape-{TOKEN}"

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from adversarial.attacks import ESCAPE_NAME, FORMATS, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
+from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
 from adversarial.conftest import CANARY
 from sandbox import Outcome, RunRequest, Verdict
 
@@ -31,7 +31,7 @@ def isolation(tests: str, completion: str) -> Attack:
 HOST_FILES = isolation(f'''
 def test_the_hosts_files_are_not_there():
     assert solution.read({str(CANARY)!r}) == "FileNotFoundError"
-    assert solution.read("/proc/1/root" + {str(CANARY)!r}) == "FileNotFoundError"
+    assert solution.read("/proc/1/root" + {str(CANARY)!r}) in ("FileNotFoundError", "PermissionError")
 
 def test_no_secret_in_any_environment():
     for path, text in solution.ENVIRONMENTS.items():
@@ -135,7 +135,9 @@ def append(path):
 HOSTNAME_APPEND = append("/etc/hostname")
 ''')
 
-HARNESS_TAMPERING = isolation('''
+# Under gVisor a non-dumpable process's environ, fd and maps stay readable to the
+# same user; its memory, where the nonce and keys live, does not.
+HARNESS_TAMPERING = isolation(f"CLOSED = {('mem',) if GVISOR else ('mem', 'environ', 'fd', 'maps')!r}\n" + '''
 def test_the_harness_is_read_only_and_not_ours():
     assert solution.ATTEMPTS["write supervisor.py"] in ("OSError", "PermissionError")
     assert solution.ATTEMPTS["chmod supervisor.py"] in ("OSError", "PermissionError")
@@ -143,7 +145,7 @@ def test_the_harness_is_read_only_and_not_ours():
 
 def test_the_supervisors_memory_fds_and_environment_are_closed():
     assert solution.SUPERVISOR is not None
-    for what in ("mem", "environ", "fd", "maps"):
+    for what in CLOSED:
         assert solution.ATTEMPTS[what] == "PermissionError", what
 
 def test_the_supervisor_cannot_be_traced():
@@ -225,8 +227,9 @@ ATTACKS = {
     # report goes through) that would take the report if it were still alive.
     "reading-the-report-pipe": Attack(
         "import os, time\n\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-        "        with open('/proc/1/fd/1', 'rb', buffering=0) as out:\n            while True:\n"
-        "                out.read(1)\n    os._exit(0)\n\ndef add(a, b):\n    return a + b\n"),
+        "        try:\n            with open('/proc/1/fd/1', 'rb', buffering=0) as out:\n                while True:\n"
+        "                    out.read(1)\n        except OSError:\n            pass\n"  # gVisor: EBADF
+        "    os._exit(0)\n\ndef add(a, b):\n    return a + b\n"),
     "tests-file-linked-to-dev-zero": Attack(SWAP_TESTS.format(
         swap='os.symlink("/dev/zero", "/work/.tests/test_solution.py")')),
     "tests-file-replaced-by-a-fifo": Attack(SWAP_TESTS.format(swap='os.mkfifo("/work/.tests/test_solution.py")')),
@@ -413,11 +416,14 @@ import os
 
 import solution
 
+# EROFS from the host kernel; gVisor's file system answers EACCES for the same mount.
+REFUSED = {errno.EROFS, errno.EACCES}
+
 def test_write_to_etc_fails():
     try:
         open("/etc/x", "w")
     except OSError as exc:
-        assert exc.errno == errno.EROFS, exc
+        assert exc.errno in REFUSED, exc
     else:
         raise AssertionError("wrote /etc/x")
 
@@ -426,12 +432,14 @@ def test_write_to_world_writable_dir_on_root_fails():
     try:
         open("/var/tmp/x", "w")
     except OSError as exc:
-        assert exc.errno == errno.EROFS, exc
+        assert exc.errno in REFUSED, exc
     else:
         raise AssertionError("wrote /var/tmp/x")
 
 def test_root_mounted_read_only():
-    assert os.statvfs("/").f_flag & os.ST_RDONLY
+    with open("/proc/mounts") as f:
+        root = [line.split() for line in f if line.split()[1] == "/"]
+    assert root and "ro" in root[-1][3].split(","), root
 
 def test_work_dir_is_writable():
     with open("/work/scratch.txt", "w") as f:
@@ -449,9 +457,12 @@ def test_work_dir_is_writable():
 
 def test_runs_as_non_root_without_capabilities(code_reward):
     tests = """\
+import ctypes
 import os
 
 import solution
+
+PR_GET_NO_NEW_PRIVS = 39
 
 def test_not_root():
     assert os.getuid() != 0
@@ -464,8 +475,9 @@ def test_no_capabilities_and_no_new_privileges():
         status = dict(line.split(":", 1) for line in f.read().splitlines())
     assert int(status["CapEff"], 16) == 0
     assert int(status["CapPrm"], 16) == 0
-    assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2"
+    # prctl rather than /proc/self/status, which has no NoNewPrivs line under gVisor.
+    assert ctypes.CDLL(None, use_errno=True).prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
 """
 
     grade = code_reward.grade("import os\n\ndef uid():\n    return os.getuid()\n", {"pytest": tests})
