@@ -93,8 +93,8 @@ def canary():
 @pytest.fixture(scope="module")
 def batch(request, sandbox, docker_client, leftovers, canary) -> Batch:
     attacks: dict[str, Attack] = request.module.ATTACKS
-    # The attacks named by the selected tests' parameters.
-    wanted = {value for item in request.session.items if item.module is request.module
+    # The attacks named by the selected tests' parameters (doctest items have no module).
+    wanted = {value for item in request.session.items if getattr(item, "module", None) is request.module
               for value in getattr(getattr(item, "callspec", None), "params", {}).values()
               if isinstance(value, str) and value in attacks}
     wanted |= {k for k in attacks if k.startswith("honest-")}  # baselines of the same labels
