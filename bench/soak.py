@@ -60,7 +60,7 @@ from add_task import LABEL as PYTEST  # noqa: E402
 
 from rewards import CodeReward, RewardOutput, Sample  # noqa: E402
 from sandbox import Limits, Sandbox, Verdict  # noqa: E402
-from sandbox.engine import OWNER_LABEL, DockerEngine, _owner_alive  # noqa: E402
+from sandbox.engine import OWNER_LABEL, DockerEngine, owner_alive  # noqa: E402
 from sandbox.runner import DEFAULT_MAX_CONTAINERS  # noqa: E402
 
 MIB = 1 << 20
@@ -392,7 +392,7 @@ def dead_owner_containers(client: docker.APIClient) -> list[str]:
     ours while we run, and swept by the next `Sandbox` to start (this soak
     sweeps nothing: the engine is shared). Reported, not counted."""
     return [f"{c['Id'][:12]} {c['Labels'].get(OWNER_LABEL)}" for c in client.containers(
-        all=True, filters={"label": "rewardbox"}) if not _owner_alive(c["Labels"].get(OWNER_LABEL, ""))]
+        all=True, filters={"label": "rewardbox"}) if not owner_alive(c["Labels"].get(OWNER_LABEL, ""))]
 
 
 # -- the run ------------------------------------------------------------------------------------

@@ -83,7 +83,9 @@ def _process_start(pid: int) -> str:
         return "?"
 
 
-def _owner_alive(owner: str) -> bool:
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by an owner label still runs (True for
+    another machine's: there only the expiry can tell)."""
     host, _, rest = owner.partition(":")
     pid, _, started = rest.partition(":")
     if host != socket.gethostname() or not pid.isdigit():
@@ -356,7 +358,7 @@ class DockerEngine:
                 expired = float(labels.get(EXPIRES_LABEL, "0")) < now
             except ValueError:
                 expired = True
-            if owner == self.owner or (not expired and _owner_alive(owner)):
+            if owner == self.owner or (not expired and owner_alive(owner)):
                 continue
             self.remove(info["Id"])
             removed += 1
