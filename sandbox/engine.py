@@ -240,8 +240,11 @@ class DockerEngine:
                                  f"{': run `make gvisor` to install and register it' if runtime == 'runsc' else ''}")
         return "runsc" in str((runtimes[runtime] or {}).get("path", ""))
 
-    def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False) -> str:
-        """A stopped, hardened container waiting for its input on stdin."""
+    def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False,
+               command: list[str] | None = None, lifetime_s: float | None = None) -> str:
+        """A stopped, hardened container waiting for its input on stdin: one
+        request, then EOF (the image's supervisor); or, given `command` (the pool
+        supervisor, its own init), requests one per line for up to `lifetime_s`."""
         mb = 1024 * 1024
         pids = GVISOR_PIDS_BASE + GVISOR_PIDS_PER_PROCESS * limits.pids if gvisor else limits.pids
         host_config = self._api.create_host_config(
@@ -268,17 +271,17 @@ class DockerEngine:
             # Output is read from the attach stream; a log file would put the
             # code's stdout on the host's disk as well.
             log_config=LogConfig(type="none"),
-            init=True,
+            init=command is None,
             runtime=runtime,
         )
-        expires = time.time() + limits.timeout_s + limits.startup_grace_s + 60
+        expires = time.time() + (lifetime_s or 0) + limits.timeout_s + limits.startup_grace_s + 60
         labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
 
         config = self._api.create_container_config(
-            image, None, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir="/work",
+            image, command, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir="/work",
             hostname="sandbox", environment={}, labels=labels, host_config=host_config,
         )
-        config["StdinOnce"] = True  # the harness sees EOF after its input
+        config["StdinOnce"] = command is None  # the single-use harness sees EOF after its input
 
         def create() -> str:
             try:

@@ -137,18 +137,21 @@ def main():
         # the completion plants there cannot reach this process.
         sys.path.append(WORK_DIR)
 
-    args = [
+    sys.exit(pytest.main(pytest_args(sys.argv[4:]), plugins=[plugin]))
+
+
+def pytest_args(test_files, rootdir=WORK_DIR):
+    return [
         "-c", "/opt/rewardbox/pytest.ini",  # our ini: none from the work dir
-        "--rootdir", WORK_DIR,
+        "--rootdir", rootdir,
         "--noconftest",
         "--import-mode=importlib",  # the tests' directory stays off sys.path: nothing planted there is imported
         "-p", "no:cacheprovider",
         "-p", "no:stepwise",
         "--capture=no",  # output goes to the supervisor, which caps it
         "-q", "--tb=short", "--no-header",
-        *sys.argv[4:],
+        *test_files,
     ]
-    sys.exit(pytest.main(args, plugins=[plugin]))
 
 
 if __name__ == "__main__":

@@ -178,7 +178,11 @@ def memory_file(data):
     return fd
 
 
-def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
+def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None):
+    """Runs the tests in a child: a fresh interpreter (`python -I -B pytest_runner.py`),
+    or in a pooled container a fork of the warm zygote (pool_supervisor.py), which has
+    pytest imported already. Either way the child sees the same argv, fds,
+    environment and working directory."""
     key = secrets.token_bytes(32)
     records_r, records_w = os.pipe()
     key_r, key_w = os.pipe()
@@ -187,18 +191,18 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
     data_fd = memory_file(test_data.encode("utf-8", "surrogatepass")) if test_data is not None else -1
     env = child_env()
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    argv = [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd)]
-    argv += [os.path.join(TESTS_DIR, n) for n in test_names]
+    paths = [os.path.join(TESTS_DIR, n) for n in test_names]
+    fds = (key_r, records_w) + ((data_fd,) if data_fd >= 0 else ())
     started = time.monotonic()
-    child = subprocess.Popen(
-        argv, cwd=WORK_DIR, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=(key_r, records_w) + ((data_fd,) if data_fd >= 0 else ()), start_new_session=True,
-    )
-    os.close(key_r)
-    os.close(records_w)
-    if data_fd >= 0:
-        os.close(data_fd)
+    if zygote is not None:
+        child = zygote.spawn(paths, env, fds)
+    else:
+        child = subprocess.Popen(
+            [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd)] + paths, cwd=WORK_DIR, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
+        )
+    for fd in fds:
+        os.close(fd)
 
     streams = {"stdout": Stream(), "stderr": Stream()}
     records = Records(key)
@@ -206,7 +210,10 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
         child, streams, started + timeout_s, output_limit_bytes,
         extra={"records": (os.fdopen(records_r, "rb", buffering=0), records.feed)})
     duration = time.monotonic() - started
-    kill_everything_else()
+    if zygote is None:
+        kill_everything_else()
+    else:
+        zygote.sweep()
     return {
         "returncode": returncode,
         "timed_out": timed_out,
@@ -220,7 +227,7 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes):
     }
 
 
-def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch):
+def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, sweep=None):
     """Runs `python3 /work/<name>` (already written, `source` its text) with
     `stdin_text` as its standard input.
 
@@ -243,7 +250,7 @@ def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch):
     streams = {"stdout": Stream(output_limit_bytes), "stderr": Stream(output_limit_bytes)}
     returncode, timed_out, output_exceeded = pump(child, streams, started + timeout_s, output_limit_bytes)
     duration = time.monotonic() - started
-    kill_everything_else()  # before fetching: nothing may change or swap the files while they are read
+    (sweep or kill_everything_else)()  # before fetching: nothing may change or swap the files while they are read
     stdout = bytes(streams["stdout"].head[:output_limit_bytes])
     stderr = bytes(streams["stderr"].head[:max(0, output_limit_bytes - len(stdout))])
     files, omitted = fetch_files(fetch, output_limit_bytes - len(stdout) - len(stderr))
@@ -378,10 +385,8 @@ def verify_record(key, line):
         return None
 
 
-def main():
-    make_non_dumpable()
-    request = json.loads(sys.stdin.buffer.read())
-    nonce = request["nonce"].encode()
+def handle(request, zygote=None):
+    """One run's report (the caller signs and writes it)."""
     report = {"version": 1}
     try:
         write_files(WORK_DIR, request["files"], 0o644)
@@ -390,11 +395,16 @@ def main():
             name = safe_name(request["program"])
             report.update(phase="program", **run_program(
                 name, request["files"][name], request.get("stdin"), request["timeout_s"],
-                request["output_limit_bytes"], request.get("fetch_files") or []))
+                request["output_limit_bytes"], request.get("fetch_files") or [],
+                sweep=zygote.sweep if zygote is not None else None))
         else:
-            run_tests(request, report)
+            run_tests(request, report, zygote)
     except Exception as exc:  # a broken request or harness: the host reports it as ours
         report.update(phase="harness_error", message=f"{type(exc).__name__}: {exc}"[:2000])
+    return report
+
+
+def write_report(nonce, report):
     body = json.dumps(report, separators=(",", ":")).encode()
     mac = hmac.new(nonce, body, hashlib.sha256).hexdigest().encode()
     out = sys.stdout.buffer
@@ -404,7 +414,13 @@ def main():
     out.flush()
 
 
-def run_tests(request, report):
+def main():
+    make_non_dumpable()
+    request = json.loads(sys.stdin.buffer.read())
+    write_report(request["nonce"].encode(), handle(request))
+
+
+def run_tests(request, report, zygote=None):
     os.mkdir(TESTS_DIR, 0o755)
     test_digests = write_files(TESTS_DIR, request["tests"], 0o444)
     os.chmod(TESTS_DIR, 0o555)
@@ -414,7 +430,7 @@ def run_tests(request, report):
     else:
         report.update(phase="pytest", **run_pytest(
             sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
-            request["output_limit_bytes"]))
+            request["output_limit_bytes"], zygote))
         report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
 
 

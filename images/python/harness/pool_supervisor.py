@@ -1,0 +1,291 @@
+"""A pooled container's PID 1: serves runs one after another, each from a
+clean slate, and says when the container must not be used again.
+
+    stdin  <- one request per line (supervisor.py's JSON object)
+    stdout -> "RBREADY" once warm; then per request its signed report line,
+              with "recycle": null or the reason
+
+A run goes as in a single-use container (supervisor.handle), except that the
+test process is a fork of the warm zygote (rbzygote.py). Between runs:
+- every other process of the sandbox user is killed (by the zygote, which
+  kill(-1) does not reach when it is the caller) and zombies are reaped;
+- the work dir, /tmp and /dev/shm are emptied and their modes restored;
+- the container is given up ("recycle") if anything of the run could outlive
+  it: a process that would not die, a file that would not go, a System V IPC
+  object, a changed limit, priority or CPU set of PID 1 or the zygote, a dead
+  or stopped zygote, or a run that hit a limit (time, output, memory).
+
+Being PID 1 protects this process: the kernel delivers no signal to a
+namespace's init from inside it unless init handles that signal, so the code
+under test can neither kill nor stop it; it is non-dumpable, so that code
+cannot ptrace it or open its fds (the container's stdin and stdout) either.
+"""
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import supervisor  # noqa: E402
+
+ZYGOTE = "/opt/rewardbox/rbzygote.py"
+CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
+ZYGOTE_ANSWER_S = 5.0
+READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
+
+
+class ZygoteChild:
+    """A test process forked by the zygote, shaped like subprocess.Popen for
+    supervisor.pump: its exit status comes from the zygote, its parent."""
+
+    def __init__(self, zygote, pid, stdout, stderr):
+        self.zygote = zygote
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None and self.zygote.readable(0):
+            self._take_exit()
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            if not self.zygote.readable(ZYGOTE_ANSWER_S):
+                self.zygote.lose()
+            self._take_exit()
+        for stream in (self.stdout, self.stderr):
+            stream.close()
+        return self.returncode
+
+    def _take_exit(self):
+        answer = self.zygote.receive()
+        # A zygote killed by the code under test cannot tell: the run ends as
+        # it would with its single-use harness killed.
+        self.returncode = -signal.SIGKILL if answer is None else os.waitstatus_to_exitcode(answer["exit"])
+
+
+class Zygote:
+    """The supervisor's handle on rbzygote.py."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-B", ZYGOTE, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/")
+        theirs.close()
+        self.sock = ours
+        self.pid = self.process.pid
+        self.alive = True
+        if (self.receive(timeout_s=60) or {}).get("ready") is not True:
+            raise RuntimeError("the zygote did not start")
+
+    def readable(self, timeout_s):
+        return bool(select.select([self.sock], [], [], timeout_s)[0])
+
+    def receive(self, timeout_s=ZYGOTE_ANSWER_S):
+        if not self.alive or not self.readable(timeout_s):
+            self.lose()
+            return None
+        data = self.sock.recv(1 << 16)
+        if not data:
+            self.lose()
+            return None
+        return json.loads(data)
+
+    def lose(self):
+        """The zygote is dead or stuck (stopped by the code under test): kill
+        everything, it included, and give the container up."""
+        if self.alive:
+            self.alive = False
+            supervisor.kill_everything_else()
+
+    def spawn(self, test_paths, env, fds):
+        if not self.alive:
+            raise RuntimeError("the zygote is gone")
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        socket.send_fds(self.sock, [json.dumps({"op": "run", "args": test_paths, "env": env}).encode()],
+                        [stdout_w, stderr_w, *fds])
+        os.close(stdout_w)
+        os.close(stderr_w)
+        answer = self.receive()
+        if answer is None:
+            raise RuntimeError("the zygote did not fork")
+        return ZygoteChild(self, answer["pid"], os.fdopen(stdout_r, "rb", buffering=0),
+                           os.fdopen(stderr_r, "rb", buffering=0))
+
+    def sweep(self):
+        """Every other process of the uid killed, but the zygote and us."""
+        if not self.alive:
+            supervisor.kill_everything_else()
+            return
+        try:
+            self.sock.send(json.dumps({"op": "sweep"}).encode())
+        except OSError:
+            self.lose()
+            return
+        answer = self.receive()
+        if answer is None or not answer.get("clean"):
+            self.lose()
+
+
+def oom_kills():
+    """The container's OOM-kill count (cgroup v2 or v1), None where unknown (gVisor)."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def fingerprint(pid):
+    """What the code under test (same uid) could change about a process it
+    cannot ptrace: limits, priority, scheduling policy, CPU set."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            limits = f.read()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/status") as f:
+            cpus = [line for line in f if line.startswith("Cpus_allowed_list")]
+    except OSError:
+        return None
+    # Fields after the command: nice is the 17th, rt_priority and policy the 38th and 39th.
+    return limits, fields[16], fields[37:39], cpus
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def others_alive(spare):
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, spare):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def empty(directory, mode):
+    """Removes everything in `directory` and restores its mode; True if that worked."""
+    def writable_again(_function, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    try:
+        if os.stat(directory).st_uid == os.getuid():  # the work dir; /tmp and /dev/shm are root's, sticky
+            os.chmod(directory, 0o700)
+        for entry in os.scandir(directory):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, onerror=writable_again)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    writable_again(None, entry.path, None)
+        if os.stat(directory).st_mode & 0o7777 != mode:
+            os.chmod(directory, mode)
+        return not os.listdir(directory)
+    except OSError:
+        return False
+
+
+def ipc_objects():
+    count = 0
+    for path in SYSV_IPC:
+        try:
+            with open(path) as f:
+                count += max(0, len(f.readlines()) - 1)  # a header line
+        except OSError:
+            continue
+    return count
+
+
+def recycle_reason(report, zygote, baseline, modes, oom_before):
+    """Why this container must serve no further run, or None."""
+    if report.get("timed_out") or report.get("output_exceeded"):
+        return "the run hit a limit"
+    if oom_before is not None and (oom_kills() or 0) > oom_before:
+        report["oom_killed"] = True
+        return "the run ran out of memory"
+    if report.get("phase") == "harness_error":
+        return "the harness failed"
+    zygote.sweep()
+    reap()
+    if not zygote.alive:
+        return "the zygote was killed or stopped"
+    if others_alive(zygote.pid):
+        return "a process outlived the run"
+    for directory, mode in modes.items():
+        if not empty(directory, mode):
+            return f"files in {directory} outlived the run"
+    if ipc_objects():
+        return "System V IPC objects outlived the run"
+    if [fingerprint(1), fingerprint(zygote.pid)] != baseline:
+        return "the run changed a limit or the scheduling of the harness"
+    return None
+
+
+def serve():
+    supervisor.make_non_dumpable()
+    # Python handles SIGINT; with no handler at all, the kernel drops it for init.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    zygote = Zygote()
+    baseline = [fingerprint(1), fingerprint(zygote.pid)]
+    modes = {directory: os.stat(directory).st_mode & 0o7777 for directory in CLEAN_DIRS}
+    sys.stdout.buffer.write(READY)
+    sys.stdout.buffer.flush()
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line.strip():
+            return
+        request = json.loads(line)
+        oom_before = oom_kills()
+        started = time.monotonic()
+        report = supervisor.handle(request, zygote)
+        reason = recycle_reason(report, zygote, baseline, modes, oom_before)
+        if reason is not None:
+            supervisor.kill_everything_else()  # the zygote too: nothing runs after the report
+        report.update(recycle=reason, serve_s=round(time.monotonic() - started, 6))
+        supervisor.write_report(request["nonce"].encode(), report)
+        if reason is not None:
+            return
+
+
+if __name__ == "__main__":
+    serve()

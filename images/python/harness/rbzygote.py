@@ -1,0 +1,153 @@
+"""The pooled container's warm process: pytest is imported here once, and each
+run's test process is a fork of this one, which saves the interpreter's start
+and pytest's import (most of a small run's cost).
+
+argv: SOCKET_FD   (a SOCK_SEQPACKET socket to the pool supervisor, PID 1)
+
+Started by pool_supervisor.py before any request arrives, from a fresh
+interpreter, so its memory holds nothing of any run: a fork of it has nothing
+of another run to find. It never reads a run's files, key or test data; it only
+passes on the fds it is handed. It is non-dumpable, so the code under test
+(same uid) can neither ptrace it nor read its memory or fds; what that code can
+still do to it (kill or stop it, lower its limits or priority) the supervisor
+checks after every run, and recycles the container if anything changed.
+
+Messages (JSON, one per packet):
+    <- {"op": "run", "args": [TEST_FILE...], "env": {...}}  + fds: stdout, stderr, key, records[, data]
+    -> {"pid": PID}, later {"exit": WAIT_STATUS}
+    <- {"op": "sweep"}   -> {"clean": BOOL}   every other process of the uid killed
+"""
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import gc
+import importlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import pytest_runner  # noqa: E402
+import supervisor  # noqa: E402
+
+PR_SET_DUMPABLE = 4
+MAX_FDS = 5
+CHILD_FD_BASE = 100  # received fds are moved above the targets before dup2 onto them
+WORK_DIR = "/work"
+
+
+def warm_up():
+    """Import what a test run imports before it reaches the completion (pytest,
+    its built-in plugins, the harness's check module), and run one throwaway
+    session, which fills pytest's and pluggy's caches. Then freeze what exists
+    now out of the garbage collector's sight: a child's collections (pytest
+    runs several per session) need not walk it, nor copy its pages."""
+    import _pytest.config
+    import pytest
+
+    for name in _pytest.config.default_plugins:
+        importlib.import_module(f"_pytest.{name}")
+    for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbwire"):
+        importlib.import_module(name)
+    directory = tempfile.mkdtemp(prefix="rbwarm-")
+    try:
+        path = os.path.join(directory, "test_warm.py")
+        with open(path, "w") as f:
+            f.write("def test_warm():\n    assert [1] == [1]\n")
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+            pytest.main(pytest_runner.pytest_args([path], rootdir=directory))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    for name in [n for n in sys.modules if n.endswith("test_warm")]:
+        del sys.modules[name]
+    gc.collect()
+    gc.freeze()
+
+
+def send(sock, message):
+    sock.send(json.dumps(message).encode())
+
+
+def run_child(message, fds):
+    """In the forked child: becomes what `python -I -B pytest_runner.py` would be
+    and runs the tests; never returns."""
+    code = 70
+    try:
+        os.setsid()
+        # Raise our OOM score (allowed unprivileged only while dumpable), so that
+        # the kernel's OOM killer takes the code under test before the harness.
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHILD_FD_BASE) for fd in fds]
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for target, fd in enumerate(high, start=1):
+            os.dup2(fd, target)
+        os.closerange(len(high) + 1, 65536)
+        data_fd = "5" if len(high) == 5 else "-1"
+        os.chdir(WORK_DIR)
+        os.environ.clear()
+        os.environ.update(message["env"])
+        sys.argv = [pytest_runner.__file__, "3", "4", data_fd, *message["args"]]
+        try:
+            pytest_runner.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        # As an interpreter's exit would: wait for the code's threads, run atexit.
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the code under test may have closed or replaced it
+                pass
+    finally:
+        os._exit(code & 0xFF)
+
+
+def serve(sock):
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)
+        except OSError:
+            return
+        if not data:
+            return
+        message = json.loads(data)
+        if message["op"] == "sweep":
+            supervisor.kill_everything_else()
+            send(sock, {"clean": not supervisor.others_alive()})
+            continue
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            run_child(message, fds)
+        for fd in fds:
+            os.close(fd)
+        send(sock, {"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        send(sock, {"exit": status})
+
+
+def main():
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    warm_up()
+    send(sock, {"ready": True})
+    serve(sock)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    main()
+    os._exit(0)

@@ -1,0 +1,276 @@
+"""Runs requests in pooled containers: each long-lived, hardened like a
+single-use one, serving runs one at a time, from a clean slate each.
+
+A container's PID 1 is the pool supervisor (images/python/harness/
+pool_supervisor.py): it forks each run's test process from a warm process that
+has pytest imported, kills every process of the run afterwards, empties the
+writable dirs, and says "recycle" when anything of the run could outlive it
+(or the run hit a limit). The host retires a container after that, after
+`reuse` runs, after `max_age_s`, or when its deadline passed, and starts a
+replacement in the background, so a warm one is usually waiting.
+
+`reuse=1` gives each run a container nothing else has used, started ahead of
+demand: the single-use guarantee at a lower latency than `Sandbox`.
+"""
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from sandbox.errors import ContainerLost, HarnessError, SandboxError
+from sandbox.models import Limits, RunRequest, RunResult
+from sandbox.protocol import encode_request, new_nonce, parse_report
+from sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox
+from sandbox.verdict import ContainerFacts, judge
+
+log = logging.getLogger(__name__)
+
+POOL_COMMAND = ["python3", "-I", "-B", "/opt/rewardbox/pool_supervisor.py"]
+READY = b"RBREADY\n"
+DEFAULT_REUSE = 100
+DEFAULT_MAX_AGE_S = 600.0
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass(eq=False)
+class PoolContainer:
+    """One pooled container and its open attach stream."""
+
+    id: str
+    sock: socket.socket
+    limits: Limits
+    created: float = field(default_factory=time.monotonic)
+    runs: int = 0
+    frames: bytearray = field(default_factory=bytearray)  # undecoded bytes of the stream
+    stdout: bytearray = field(default_factory=bytearray)  # decoded, not yet consumed
+    stderr: bytearray = field(default_factory=bytearray)
+
+    def read(self, deadline: float) -> bool:
+        """Reads what arrives before `deadline` into stdout/stderr; False at EOF.
+        Raises TimeoutError at the deadline."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self.sock.settimeout(remaining)
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            return False
+        self.frames += chunk
+        while len(self.frames) >= FRAME_HEADER.size:
+            stream, size = FRAME_HEADER.unpack_from(self.frames)
+            if len(self.frames) < FRAME_HEADER.size + size:
+                break
+            payload = self.frames[FRAME_HEADER.size:FRAME_HEADER.size + size]
+            del self.frames[:FRAME_HEADER.size + size]
+            (self.stderr if stream == 2 else self.stdout).extend(payload)
+            del self.stderr[:-4096]  # only the tail is ever shown
+        return True
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class PooledSandbox(Sandbox):
+    """A `Sandbox` whose containers serve up to `reuse` runs each (see module doc).
+
+    The same interface and the same verdicts as `Sandbox`; `max_containers`
+    bounds the containers running runs, and as many more may be starting or
+    waiting warm.
+    """
+
+    def __init__(self, *args, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
+                 limits: Limits | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if reuse < 1:
+            raise ValueError("reuse must be at least 1")
+        self.reuse = reuse
+        self.max_age_s = max_age_s
+        self._idle: deque[PoolContainer] = deque()
+        self._starting = 0
+        self._closed = False
+        self._changed = threading.Condition()
+        self._background = ThreadPoolExecutor(self.max_containers, thread_name_prefix="rewardbox-pool")
+        for _ in range(self.max_containers):  # warm ahead of demand
+            self._replenish(limits or Limits())
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._background.shutdown(wait=True)
+        with self._changed:
+            idle, self._idle = list(self._idle), deque()
+        for container in idle:
+            self._remove(container)
+        self.engine.close()
+
+    # -- the pool ----------------------------------------------------------
+
+    def _start(self, limits: Limits) -> PoolContainer:
+        """A container whose supervisor is warm and waiting for a request."""
+        name = f"rewardbox-{uuid.uuid4().hex[:16]}"
+        lifetime = self.max_age_s + self.reuse * (limits.timeout_s + limits.startup_grace_s)
+        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
+                                          command=POOL_COMMAND, lifetime_s=lifetime)
+        self._count(containers=1)
+        container = None
+        try:
+            container = PoolContainer(container_id, self.engine.attach(container_id), limits)
+            self.engine.start(container_id)
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while READY not in container.stdout:
+                if not container.read(deadline):
+                    raise ContainerLost(f"pool container {container_id[:12]} exited while starting: "
+                                        f"{bytes(container.stderr[-500:]).decode('utf-8', 'replace')}")
+            del container.stdout[:container.stdout.index(READY) + len(READY)]
+            return container
+        except BaseException:
+            if container is not None:
+                container.close()
+            self._remove_id(container_id)
+            raise
+
+    def _replenish(self, limits: Limits) -> None:
+        with self._changed:
+            if self._closed or len(self._idle) + self._starting >= self.max_containers:
+                return
+            self._starting += 1
+        self._background.submit(self._start_into_idle, limits)
+
+    def _start_into_idle(self, limits: Limits) -> None:
+        container = None
+        try:
+            container = self._start(limits)
+        except Exception as exc:  # noqa: BLE001 - a run that needs one will start it and see the error
+            log.warning("could not start a pooled container ahead of demand: %s", exc)
+        with self._changed:
+            self._starting -= 1
+            if container is not None and not self._closed:
+                self._idle.append(container)
+                container = None
+            self._changed.notify_all()
+        if container is not None:
+            self._remove(container)
+
+    def _take(self, limits: Limits) -> PoolContainer:
+        """A warm container with these limits: an idle one, one being started,
+        or a new one."""
+        with self._changed:
+            while True:
+                for container in list(self._idle):
+                    if container.limits == limits:
+                        self._idle.remove(container)
+                        return container
+                if not self._starting or self._idle:
+                    break
+                self._changed.wait()
+        return self._start(limits)
+
+    def _give_back(self, container: PoolContainer, recycle: str | None) -> None:
+        old = time.monotonic() - container.created > self.max_age_s
+        if recycle is None and container.runs < self.reuse and not old:
+            with self._changed:
+                if not self._closed:
+                    self._idle.append(container)
+                    # Idle ones with other limits go first when there are too many.
+                    evicted = self._idle.popleft() if len(self._idle) > self.max_containers else None
+                    self._changed.notify_all()
+                    if evicted is not None:
+                        self._background.submit(self._remove, evicted)
+                    return
+        self._background.submit(self._remove, container)
+        self._replenish(container.limits)
+
+    def _remove(self, container: PoolContainer) -> None:
+        container.close()
+        self._remove_id(container.id)
+
+    def _remove_id(self, container_id: str) -> None:
+        try:
+            self.engine.remove(container_id)
+        except SandboxError as exc:
+            log.warning("could not remove pooled container %s: %s", container_id[:12], exc)
+        finally:
+            self._count(containers=-1)
+
+    # -- one run -----------------------------------------------------------
+
+    def _run_once(self, request: RunRequest) -> RunResult:
+        limits = request.limits
+        container = self._take(limits)
+        container.runs += 1
+        nonce = new_nonce()
+        started = time.monotonic()
+        sent_at = time.time()
+        deadline = started + limits.timeout_s + limits.startup_grace_s
+        cap = limits.output_bytes + REPORT_MARGIN_BYTES
+        report, ended, deadline_hit, capped = None, False, False, False
+        try:
+            container.sock.sendall(encode_request(request, nonce) + b"\n")
+            while report is None:
+                report = _take_report(container, nonce)
+                if report is not None:
+                    break
+                if len(container.stdout) > cap:
+                    capped = True
+                    break
+                try:
+                    if not container.read(deadline):
+                        ended = True
+                        break
+                except TimeoutError:
+                    deadline_hit = True
+                    break
+        except BaseException:
+            self._background.submit(self._remove, container)
+            self._replenish(limits)
+            raise
+        if report is not None:
+            self._give_back(container, report.get("recycle"))
+            if report.get("phase") == "harness_error":
+                raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
+            return judge(report, self._facts(started, oom_killed=bool(report.get("oom_killed"))))
+        # No report: the container ended, or we end it. Its state says why.
+        try:
+            killed_late = False
+            if deadline_hit or capped:
+                self.engine.kill(container.id)
+            state, killed_late = self.engine.wait(container.id, timeout_s=30)
+            if (ended and not (killed_late or state.get("OOMKilled"))
+                    and self.engine.stopped_from_outside(container.id, since=sent_at)):
+                raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside "
+                                    f"(exit code {state.get('ExitCode')})")
+        finally:
+            self._background.submit(self._remove, container)
+            self._replenish(limits)
+        stderr = bytes(container.stderr[-4096:]).decode("utf-8", "replace")
+        return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
+                                       oom_killed=bool(state.get("OOMKilled")), exit_code=state.get("ExitCode"),
+                                       stderr=stderr))
+
+    @staticmethod
+    def _facts(started: float, **facts) -> ContainerFacts:
+        return ContainerFacts(duration_s=round(time.monotonic() - started, 6), **facts)
+
+
+def _take_report(container: PoolContainer, nonce: str) -> dict | None:
+    """This run's report if a whole line of it has arrived (consumed with all
+    before it); None otherwise."""
+    end = container.stdout.rfind(b"\n")
+    if end < 0:
+        return None
+    report = parse_report(bytes(container.stdout[:end]), nonce)
+    if report is not None:
+        del container.stdout[:end + 1]
+    return report
+
