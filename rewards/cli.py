@@ -16,7 +16,8 @@ from tqdm import tqdm
 from rewards.base import RewardOutput, Sample
 from rewards.registry import UnknownRewardError, configured_registry
 from rewards.server.app import ServerSettings
-from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, Sandbox, SandboxError
+from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, SandboxError
+from sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES, make_sandbox
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
     score.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
     score.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
+    score.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                       help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
+                            "fresh: a new container per sample, started ahead; cold: a new container per sample, "
+                            "on demand (README, Sandbox modes)")
+    score.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     score.add_argument("-v", "--verbose", action="store_true")
     serve = commands.add_parser("serve", help="serve rewards over HTTP",
@@ -49,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
     serve.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
     serve.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
+    serve.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                       help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
+                            "fresh: a new container per sample, started ahead; cold: a new container per sample, "
+                            "on demand (README, Sandbox modes)")
+    serve.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
     serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
                        help="samples waiting before requests are refused with 503 and Retry-After")
     serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
@@ -65,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)
+    sandbox = LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime, **_mode(args, limits))
     reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)
     with _open(args.input, "r") as source, _open(args.output, "w") as sink:
         samples = [_sample(line, n) for n, line in enumerate(source, 1) if line.strip()]
@@ -110,7 +121,8 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards.server import Service, create_app
 
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = Sandbox(image=args.image, max_containers=args.workers, runtime=args.runtime)  # fails now if no engine
+    sandbox = make_sandbox(image=args.image, max_containers=args.workers, runtime=args.runtime,
+                           **_mode(args, limits))  # fails now if no engine
     registry = configured_registry(sandbox=sandbox, limits=limits)
     registry.resolve(args.reward)  # an unknown default fails at start, not at the first request
     settings = ServerSettings(max_waiting_samples=args.max_waiting, max_completion_bytes=args.max_completion_bytes,
@@ -121,6 +133,16 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         sandbox.close()
     return 0
+
+
+def _mode(args: argparse.Namespace, limits: Limits) -> dict:
+    """The sandbox options of --mode and --reuse; a pool warms its first
+    containers with the run's limits."""
+    if args.reuse < 1:
+        raise SandboxError("--reuse must be at least 1")
+    if args.mode == "cold":
+        return {"mode": "cold"}
+    return {"mode": args.mode, "reuse": args.reuse, "limits": limits}
 
 
 def _sample(line: str, number: int) -> Sample | Future:

@@ -10,6 +10,7 @@
 
 from typing import Any
 
+from sandbox.models import Limits
 from sandbox.pool import DEFAULT_REUSE, PooledSandbox
 from sandbox.runner import Sandbox
 
@@ -17,8 +18,10 @@ MODES = ("pooled", "fresh", "cold")
 DEFAULT_MODE = "pooled"
 
 
-def make_sandbox(mode: str = DEFAULT_MODE, reuse: int | None = None, **options: Any) -> Sandbox:
-    """A sandbox of this mode; `options` as `Sandbox` takes them.
+def make_sandbox(mode: str = DEFAULT_MODE, reuse: int | None = None, limits: Limits | None = None,
+                 **options: Any) -> Sandbox:
+    """A sandbox of this mode; `options` as `Sandbox` takes them; a pool
+    starts its first containers for `limits`.
 
     >>> make_sandbox("warm")
     Traceback (most recent call last):
@@ -26,9 +29,9 @@ def make_sandbox(mode: str = DEFAULT_MODE, reuse: int | None = None, **options: 
     ValueError: unknown sandbox mode 'warm' (modes: pooled, fresh, cold)
     """
     if mode == "pooled":
-        return PooledSandbox(reuse=reuse or DEFAULT_REUSE, **options)
+        return PooledSandbox(reuse=reuse or DEFAULT_REUSE, limits=limits, **options)
     if mode == "fresh":
-        return PooledSandbox(reuse=1, **options)
+        return PooledSandbox(reuse=1, limits=limits, **options)
     if mode == "cold":
         return Sandbox(**options)
     raise ValueError(f"unknown sandbox mode {mode!r} (modes: {', '.join(MODES)})")

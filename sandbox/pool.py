@@ -114,6 +114,11 @@ class PooledSandbox(Sandbox):
             self._remove(container)
         self.engine.close()
 
+    def warm_ids(self) -> list[str]:
+        """The containers waiting warm for a run, by id."""
+        with self._changed:
+            return [container.id for container in self._idle]
+
     # -- the pool ----------------------------------------------------------
 
     def _start(self, limits: Limits) -> PoolContainer:
@@ -168,7 +173,7 @@ class PooledSandbox(Sandbox):
         with self._changed:
             while True:
                 for container in list(self._idle):
-                    if container.limits == limits:
+                    if _same_container(container.limits, limits):
                         self._idle.remove(container)
                         return container
                 if not self._starting or self._idle:
@@ -261,6 +266,13 @@ class PooledSandbox(Sandbox):
     @staticmethod
     def _facts(started: float, **facts) -> ContainerFacts:
         return ContainerFacts(duration_s=round(time.monotonic() - started, 6), **facts)
+
+
+def _same_container(a: Limits, b: Limits) -> bool:
+    """Whether a container made for limits `a` enforces `b` (the time and
+    output limits are the host's and the harness's, per run)."""
+    per_run = {"timeout_s", "startup_grace_s", "output_bytes"}
+    return a.model_dump(exclude=per_run) == b.model_dump(exclude=per_run)
 
 
 def _take_report(container: PoolContainer, nonce: str) -> dict | None:

@@ -216,9 +216,9 @@ def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, b
 
 
 class LazySandbox:
-    """A `Sandbox` made with these options on first use: a caller that may
-    never run code (a math-only batch) needs no engine, and concurrent first
-    calls make exactly one."""
+    """A sandbox made with these options (`mode` among them, see
+    sandbox.modes) on first use: a caller that may never run code (a
+    math-only batch) needs no engine, and concurrent first calls make exactly one."""
 
     def __init__(self, **options: Any):
         self.options = options
@@ -251,9 +251,11 @@ class LazySandbox:
 
     @property
     def sandbox(self) -> Sandbox:
+        from sandbox.modes import make_sandbox  # modes builds on this module
+
         with self._lock:
             if self._sandbox is None:
-                self._sandbox = Sandbox(**self.options)
+                self._sandbox = make_sandbox(**self.options)
             return self._sandbox
 
     def submit(self, request: RunRequest) -> "Future[RunResult]":

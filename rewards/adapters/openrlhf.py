@@ -16,6 +16,8 @@ empty value counts as unset; a bad value raises `SettingsError` naming it):
     REWARDBOX_WORKERS            containers running at once, per process; default Sandbox's (4)
     REWARDBOX_IMAGE              sandbox image; default sandbox.DEFAULT_IMAGE
     REWARDBOX_RUNTIME            OCI runtime, e.g. runsc (gVisor); default the engine's
+    REWARDBOX_MODE               sandbox mode: pooled (default), fresh or cold (README, Sandbox modes)
+    REWARDBOX_REUSE              pooled: samples per container at most; default 100
     REWARDBOX_RETRY_S            how long a failure of ours is retried before raising; default Sandbox's (60)
     REWARDBOX_TIMEOUT_REWARD     reward for a timeout; default GradingPolicy's (-0.5)
     REWARDBOX_CRASH_REWARD       reward for a crash; default GradingPolicy's (-1.0)
@@ -39,7 +41,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -94,6 +96,8 @@ class OpenRLHFSettings(BaseModel):
     reward: str = Field("correctness", min_length=1, description="registered reward name or composition spec")
     image: str | None = Field(None, min_length=1, description="sandbox image; None: sandbox.DEFAULT_IMAGE")
     runtime: str | None = Field(None, min_length=1, description="OCI runtime (runsc); None: the engine's default")
+    mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description="sandbox mode (sandbox.modes)")
+    reuse: int | None = Field(None, ge=1, description="pooled: samples per container at most; None: the default")
     workers: int | None = Field(None, ge=1, description="containers running at once per process; None: Sandbox's")
     retry_s: float | None = Field(None, ge=0, description="retry budget for failures of ours; None: Sandbox's")
     limits: Limits = Field(default_factory=Limits)
@@ -119,6 +123,8 @@ ENV_VARS: dict[str, tuple[str, ...]] = {
     "REWARDBOX_WORKERS": ("workers",),
     "REWARDBOX_IMAGE": ("image",),
     "REWARDBOX_RUNTIME": ("runtime",),
+    "REWARDBOX_MODE": ("mode",),
+    "REWARDBOX_REUSE": ("reuse",),
     "REWARDBOX_RETRY_S": ("retry_s",),
     "REWARDBOX_TIMEOUT_REWARD": ("policy", "timeout_reward"),
     "REWARDBOX_CRASH_REWARD": ("policy", "crash_reward"),
@@ -170,11 +176,13 @@ def build_reward(settings: OpenRLHFSettings) -> Reward:
     their sandbox, policy and limits. The sandbox starts here, whatever the
     reward, so a dead engine shows at the first call; tests replace this function."""
     from rewards.registry import configured_registry
-    from sandbox import Sandbox
+    from sandbox.modes import make_sandbox
 
     options = {"image": settings.image, "max_containers": settings.workers,
-               "runtime": settings.runtime, "retry_s": settings.retry_s}
-    sandbox = Sandbox(**{key: value for key, value in options.items() if value is not None})
+               "runtime": settings.runtime, "retry_s": settings.retry_s, "reuse": settings.reuse}
+    if settings.mode != "cold":
+        options["limits"] = settings.limits
+    sandbox = make_sandbox(settings.mode, **{key: value for key, value in options.items() if value is not None})
     registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
     reward = registry.resolve(settings.reward)
     if settings.format_weight == 0:

@@ -14,7 +14,8 @@ import docker
 import pytest
 
 from rewards import CodeReward
-from sandbox import Sandbox, SandboxError
+from sandbox import SandboxError
+from sandbox.modes import DEFAULT_MODE, make_sandbox
 
 HERE = Path(__file__).resolve().parent
 
@@ -28,10 +29,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def sandbox():
-    # REWARDBOX_TEST_RUNTIME=runsc runs the tier under gVisor (needs `make gvisor`).
+    # REWARDBOX_TEST_RUNTIME=runsc runs the tier under gVisor (needs `make gvisor`);
+    # REWARDBOX_TEST_MODE=cold (or fresh) in another sandbox mode than the default.
     runtime = os.environ.get("REWARDBOX_TEST_RUNTIME") or None
+    mode = os.environ.get("REWARDBOX_TEST_MODE") or DEFAULT_MODE
     try:
-        box = Sandbox(max_containers=4, retry_s=20, runtime=runtime)
+        box = make_sandbox(mode, max_containers=4, retry_s=20, runtime=runtime)
     except SandboxError as exc:
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
     yield box
@@ -106,7 +109,9 @@ def leftovers(sandbox, docker_client):
     def find(wait_s: float = 5.0) -> dict[str, list[str]]:
         deadline = time.monotonic() + wait_s
         while True:
-            containers, processes = _leftovers(sandbox.engine.owner, docker_client)
+            # A pool's warm containers wait, emptied, for the next run: not left behind.
+            warm = set(getattr(sandbox, "warm_ids", list)())
+            containers, processes = _leftovers(sandbox.engine.owner, docker_client, warm)
             # Removal has returned before we look; give the kernel a moment to reap.
             if not (containers or processes) or time.monotonic() >= deadline:
                 return {"containers": containers, "processes": processes}
@@ -115,11 +120,11 @@ def leftovers(sandbox, docker_client):
     return find
 
 
-def _leftovers(own_owner: str, client: docker.DockerClient) -> tuple[list[str], list[str]]:
-    others = set()
+def _leftovers(own_owner: str, client: docker.DockerClient, warm: set[str]) -> tuple[list[str], list[str]]:
+    others = set(warm)
     containers = []
     for container in client.api.containers(all=True, filters={"label": "rewardbox"}):
-        if _in_use_by_another_live_process(container.get("Labels") or {}, own_owner):
+        if container["Id"] in warm or _in_use_by_another_live_process(container.get("Labels") or {}, own_owner):
             others.add(container["Id"])
         else:
             containers.append(f"{container['Id'][:12]} {container.get('Names')} {container.get('Labels')}")

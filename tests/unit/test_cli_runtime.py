@@ -1,4 +1,5 @@
-"""`--runtime` (gVisor: runsc) reaches the sandbox of `rewardbox score` and `rewardbox serve`.
+"""`--runtime` (gVisor: runsc), `--mode` and `--reuse` reach the sandbox of
+`rewardbox score` and `rewardbox serve`.
 
 No engine here: `score` gets an empty file (its lazy sandbox is never made),
 and `serve`'s sandbox is replaced by one that records its options and refuses to start.
@@ -25,7 +26,7 @@ def made(monkeypatch):
         raise SandboxError("no engine in the unit tier")
 
     monkeypatch.setattr(cli, "LazySandbox", RecordingLazySandbox)
-    monkeypatch.setattr(cli, "Sandbox", refusing_sandbox)
+    monkeypatch.setattr(cli, "make_sandbox", refusing_sandbox)
     return options
 
 
@@ -46,3 +47,28 @@ def test_serve_passes_the_runtime_to_its_sandbox(made, capsys):
     assert status == 2  # the refusing sandbox: a clear error, no server
     assert "no engine in the unit tier" in capsys.readouterr().err
     assert [m["runtime"] for m in made] == ["runsc"]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ([], {"mode": "pooled", "reuse": 100}),
+    (["--mode", "fresh"], {"mode": "fresh", "reuse": 100}),
+    (["--mode", "pooled", "--reuse", "7"], {"mode": "pooled", "reuse": 7}),
+    (["--mode", "cold"], {"mode": "cold"}),
+])
+def test_score_passes_the_mode_to_its_sandbox(made, tmp_path, flags, expected):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+
+    assert cli.main(["score", str(rollouts), "-o", str(tmp_path / "out.jsonl"), "--no-progress", *flags]) == 0
+
+    [options] = made
+    assert {key: options[key] for key in ("mode", "reuse") if key in options} == expected
+    assert ("limits" in options) == (expected["mode"] != "cold")  # a pool warms up for the run's limits
+
+
+def test_a_bad_reuse_is_a_clear_error(made, tmp_path, capsys):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+
+    assert cli.main(["score", str(rollouts), "--reuse", "0"]) == 2
+    assert "--reuse must be at least 1" in capsys.readouterr().err

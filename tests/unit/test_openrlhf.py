@@ -255,8 +255,9 @@ def test_every_variable_reaches_its_setting():
         "REWARDBOX_WORKERS": "16", "REWARDBOX_IMAGE": "me/box:1", "REWARDBOX_RUNTIME": "runsc",
         "REWARDBOX_RETRY_S": "30", "REWARDBOX_TIMEOUT_REWARD": "-0.25", "REWARDBOX_CRASH_REWARD": "-0.75",
         "REWARDBOX_NO_CODE_REWARD": "-2", "REWARDBOX_FORMAT_WEIGHT": "0.1", "REWARDBOX_MAX_STEPS": "5",
-        "REWARDBOX_FEEDBACK_TEMPLATE": "plain",
+        "REWARDBOX_FEEDBACK_TEMPLATE": "plain", "REWARDBOX_MODE": "cold", "REWARDBOX_REUSE": "9",
     })
+    assert (settings.mode, settings.reuse) == ("cold", 9)
     assert (settings.limits.timeout_s, settings.limits.memory_mb) == (4.5, 256)
     assert (settings.workers, settings.image, settings.runtime, settings.retry_s) == (16, "me/box:1", "runsc", 30.0)
     assert (settings.policy.timeout_reward, settings.policy.crash_reward, settings.policy.no_code_reward) == (-0.25, -0.75, -2.0)
@@ -265,7 +266,8 @@ def test_every_variable_reaches_its_setting():
     assert set(adapter.ENV_VARS) == {
         "REWARDBOX_REWARD", "REWARDBOX_TIMEOUT_S", "REWARDBOX_MEMORY_MB", "REWARDBOX_WORKERS", "REWARDBOX_IMAGE",
         "REWARDBOX_RUNTIME", "REWARDBOX_RETRY_S", "REWARDBOX_TIMEOUT_REWARD", "REWARDBOX_CRASH_REWARD",
-        "REWARDBOX_NO_CODE_REWARD", "REWARDBOX_FORMAT_WEIGHT", "REWARDBOX_MAX_STEPS", "REWARDBOX_FEEDBACK_TEMPLATE"}
+        "REWARDBOX_NO_CODE_REWARD", "REWARDBOX_FORMAT_WEIGHT", "REWARDBOX_MAX_STEPS", "REWARDBOX_FEEDBACK_TEMPLATE",
+        "REWARDBOX_MODE", "REWARDBOX_REUSE"}
 
 
 def test_unset_and_empty_variables_keep_the_defaults():
@@ -303,16 +305,17 @@ def test_the_settings_are_read_from_the_environment_at_the_first_call(reward_fil
 # ---- building the reward ----------------------------------------------------------------------------------------
 
 class _Recorder:
-    def __init__(self, **kwargs):
+    def __init__(self, mode, **kwargs):
+        self.mode = mode
         self.kwargs = kwargs
 
 
 @pytest.fixture
 def recorded_sandbox(monkeypatch):
-    """`Sandbox` replaced by a recorder of its arguments: nothing starts."""
-    import sandbox
+    """`make_sandbox` replaced by a recorder of its arguments: nothing starts."""
+    import sandbox.modes
 
-    monkeypatch.setattr(sandbox, "Sandbox", _Recorder)
+    monkeypatch.setattr(sandbox.modes, "make_sandbox", _Recorder)
 
 
 def _code_reward(reward: Reward) -> Reward:
@@ -327,7 +330,9 @@ def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(recorded_
     reward = adapter.build_reward(settings)
     assert isinstance(reward, CorrectnessReward)
     code = _code_reward(reward)
-    assert code.sandbox.kwargs == {"max_containers": 8, "runtime": "runsc", "retry_s": 5.0}  # unset: Sandbox's defaults
+    # Unset: the sandbox's defaults. A pool warms up for the run's limits.
+    assert code.sandbox.kwargs == {"max_containers": 8, "runtime": "runsc", "retry_s": 5.0, "limits": settings.limits}
+    assert code.sandbox.mode == "pooled"
     assert code.limits.timeout_s == 3.0 and code.policy.no_code_reward == -0.2
 
 
@@ -341,7 +346,7 @@ def test_a_composition_spec_gets_the_same_sandbox_and_policy(recorded_sandbox):
     (_, correctness, weight), (_, _, format_weight) = reward.components
     assert (weight, format_weight) == pytest.approx((0.9, 0.1))
     code = _code_reward(correctness)
-    assert code.sandbox.kwargs == {"image": "me/box:2"} and code.policy.crash_reward == -0.3
+    assert code.sandbox.kwargs == {"image": "me/box:2", "limits": code.limits} and code.policy.crash_reward == -0.3
 
 
 def test_a_format_weight_mixes_in_the_one_code_block_format(recorded_sandbox):

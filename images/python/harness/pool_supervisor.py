@@ -12,8 +12,8 @@ test process is a fork of the warm zygote (rbzygote.py). Between runs:
 - the work dir, /tmp and /dev/shm are emptied and their modes restored;
 - the container is given up ("recycle") if anything of the run could outlive
   it: a process that would not die, a file that would not go, a System V IPC
-  object, a changed limit, priority or CPU set of PID 1 or the zygote, a dead
-  or stopped zygote, or a run that hit a limit (time, output, memory).
+  object, a changed limit, priority or CPU set of PID 1 or the zygote, or a
+  dead or stopped zygote.
 
 Being PID 1 protects this process: the kernel delivers no signal to a
 namespace's init from inside it unless init handles that signal, so the code
@@ -33,12 +33,12 @@ import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import supervisor  # noqa: E402
+from rbcgroup import oom_kills  # noqa: E402
 
 ZYGOTE = "/opt/rewardbox/rbzygote.py"
 CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
 READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
-OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
 
 
@@ -139,20 +139,6 @@ class Zygote:
             self.lose()
 
 
-def oom_kills():
-    """The container's OOM-kill count (cgroup v2 or v1), None where unknown (gVisor)."""
-    for path in OOM_COUNTERS:
-        try:
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
 def fingerprint(pid):
     """What the code under test (same uid) could change about a process it
     cannot ptrace: limits, priority, scheduling policy, CPU set."""
@@ -236,12 +222,11 @@ def ipc_objects():
 
 
 def recycle_reason(report, zygote, baseline, modes, oom_before):
-    """Why this container must serve no further run, or None."""
-    if report.get("timed_out") or report.get("output_exceeded"):
-        return "the run hit a limit"
+    """Why this container must serve no further run, or None. A run that hit
+    a limit (time, output, memory) is no reason by itself: what it left is
+    checked like any run's, and recycling costs a container start."""
     if oom_before is not None and (oom_kills() or 0) > oom_before:
         report["oom_killed"] = True
-        return "the run ran out of memory"
     if report.get("phase") == "harness_error":
         return "the harness failed"
     zygote.sweep()

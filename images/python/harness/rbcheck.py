@@ -32,6 +32,7 @@ import sys
 import time
 
 import rbwire
+from rbcgroup import oom_kills
 
 WORKER = "/opt/rewardbox/rbworker.py"
 SOLUTION = "/work/solution.py"
@@ -42,9 +43,14 @@ ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp"
 _INTEGER = re.compile(r"[+-]?\d+")
 
 DATA = None
+# In a pooled container, a process forked from the warm zygote before this
+# process read any secret, ready to become the first worker (rbzygote.Seed).
+SEED = None
 _namespace = None
 _worker = None
 _deadline = math.inf
+_oom_kills_at_start = None
+_oom_struck = False
 
 
 class CaseTimeout(AssertionError):
@@ -61,8 +67,29 @@ class SolutionImportError(WorkerError):
 
 
 def load(raw):
-    global DATA
+    global DATA, _oom_kills_at_start
     DATA = json.loads(raw)
+    _oom_kills_at_start = oom_kills()
+
+
+def _out_of_memory():
+    """Whether the kernel's OOM killer has struck in this container since the
+    tests started. The run's verdict is then out_of_memory, whatever the rest
+    of its tests do, so they fail at once instead of filling the memory again."""
+    global _oom_struck
+    if not _oom_struck and _oom_kills_at_start is not None:
+        _oom_struck = (oom_kills() or 0) > _oom_kills_at_start
+    return _oom_struck
+
+
+class OutOfMemory(WorkerError):
+    """The solution's process was killed by the kernel's OOM killer."""
+
+
+def _raise_if_out_of_memory():
+    __tracebackhide__ = True
+    if _out_of_memory():
+        raise OutOfMemory("the solution ran out of memory (killed by the kernel's OOM killer)")
 
 
 def check(index):
@@ -160,6 +187,7 @@ def run_program(stdin_text):
     """Run the solution as a program on one input, within the case's deadline.
     Returns (stdout, stderr, returncode)."""
     __tracebackhide__ = True
+    _raise_if_out_of_memory()
     feed = os.memfd_create("stdin")
     os.write(feed, stdin_text.encode("utf-8", "surrogatepass"))
     os.lseek(feed, 0, os.SEEK_SET)
@@ -205,6 +233,12 @@ def _kill_group(child):
 
 # -- calls into the solution ---------------------------------------------------
 
+def _take_seed():
+    global SEED
+    seed, SEED = SEED, None
+    return seed
+
+
 class Worker:
     """The solution imported once in its own process, answering calls."""
 
@@ -212,7 +246,8 @@ class Worker:
         __tracebackhide__ = True
         requests_r, self.requests = os.pipe()
         self.replies, replies_w = os.pipe()
-        self.process = subprocess.Popen(
+        seed = _take_seed()
+        self.process = seed.start(requests_r, replies_w) if seed is not None else subprocess.Popen(
             [sys.executable, "-I", "-B", WORKER, str(requests_r), str(replies_w)],
             stdin=subprocess.DEVNULL, cwd="/work", env=ENV, pass_fds=(requests_r, replies_w),
             start_new_session=True)
@@ -270,6 +305,7 @@ def call(name, *args, **kwargs):
     costs this test, and the next call starts a fresh worker."""
     __tracebackhide__ = True
     global _worker, _deadline
+    _raise_if_out_of_memory()
     if _worker is None:
         _worker = Worker()
         # Starting the worker (importing the solution) had its own case_timeout_s;
@@ -280,6 +316,7 @@ def call(name, *args, **kwargs):
     except (CaseTimeout, WorkerError, OSError):
         _worker.close()
         _worker = None
+        _raise_if_out_of_memory()
         raise
 
 

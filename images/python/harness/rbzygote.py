@@ -35,6 +35,8 @@ import threading
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import pytest_runner  # noqa: E402
+import rbcheck  # noqa: E402
+import rbworker  # noqa: E402
 import supervisor  # noqa: E402
 
 PR_SET_DUMPABLE = 4
@@ -71,6 +73,69 @@ def warm_up():
     gc.freeze()
 
 
+class Seed:
+    """A fork of the test process made before it reads its key or test data,
+    waiting to become the solution's worker (rbworker.py) without a new
+    interpreter: it holds nothing the solution may not see. Shaped like
+    subprocess.Popen for rbcheck.Worker once started."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            ours.close()
+            become_worker(theirs)
+        theirs.close()
+        self.sock = ours
+        self.returncode = None
+
+    def start(self, requests_fd, replies_fd):
+        socket.send_fds(self.sock, [b"worker"], [requests_fd, replies_fd])
+        self.sock.close()
+        return self
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+def become_worker(sock):
+    """In the seed: waits for the worker's pipes, then runs rbworker as
+    `python -I -B rbworker.py REQUESTS REPLIES` would; never returns."""
+    try:
+        os.setsid()
+        # Nothing of the test process's but its output pipes: not its key, records or data.
+        os.closerange(3, sock.fileno())
+        os.closerange(sock.fileno() + 1, 65536)
+        data, fds, _, _ = socket.recv_fds(sock, 64, 2)
+        sock.close()
+        if data != b"worker" or len(fds) != 2:
+            os._exit(0)  # the test process ended without needing a worker
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as after an exec
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHILD_FD_BASE) for fd in fds]
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(high[0], 3)
+        os.dup2(high[1], 4)
+        os.closerange(5, 65536)
+        os.chdir(WORK_DIR)
+        os.environ.clear()
+        os.environ.update(rbcheck.ENV)
+        sys.argv = [rbworker.__file__, "3", "4"]
+        rbworker.main()
+        sys.stdout.flush()
+    finally:
+        os._exit(0)  # as rbworker's own __main__: no interpreter teardown
+
+
 def send(sock, message):
     sock.send(json.dumps(message).encode())
 
@@ -94,6 +159,8 @@ def run_child(message, fds):
             os.dup2(fd, target)
         os.closerange(len(high) + 1, 65536)
         data_fd = "5" if len(high) == 5 else "-1"
+        if len(high) == 5:  # generated tests: the solution runs in a worker
+            rbcheck.SEED = Seed()
         os.chdir(WORK_DIR)
         os.environ.clear()
         os.environ.update(message["env"])

@@ -1,0 +1,250 @@
+"""Cross-sample isolation of the pooled mode, on real containers.
+
+A pool of one container serves an attacking run, then a probe: a program run
+that reports what it can see (files in the writable dirs, other processes,
+System V IPC objects, its limits, priority and CPU set, the container it runs
+in). Whatever the attack left must not reach the probe, whose view must equal
+the one taken before any attack; and an honest run after the attack must be
+graded exactly as on a clean container. Two containers side by side must not
+see or touch each other's runs either.
+"""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sandbox import Limits, RunRequest, Verdict
+from sandbox.pool import PooledSandbox
+
+PROBE = r'''
+import json, os, resource
+def listing(top):
+    found = []
+    for root, dirs, files in os.walk(top):
+        found += [os.path.join(root, n) for n in dirs + files]
+    return sorted(found)
+me = os.getpid()
+others = []
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) not in (1, me):
+        try:
+            cmd = open(f"/proc/{name}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        others.append(cmd)
+limits = {n: resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith("RLIMIT_")}
+ipc = {p: len(open(f"/proc/sysvipc/{p}").readlines()) - 1 for p in ("shm", "sem", "msg")}
+print(json.dumps({
+    "files": {d: listing(d) for d in ("/work", "/tmp", "/dev/shm")},
+    "work_mode": oct(os.stat("/work").st_mode),
+    "others": sorted(others), "limits": limits, "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    "cpus": sorted(os.sched_getaffinity(0)), "ipc": ipc,
+    "container": open("/proc/self/cgroup").read(),
+}))
+'''
+
+HONEST = {"solution.py": "def add(a, b):\n    return a + b\n"}
+HONEST_TESTS = {"test_add.py": "from solution import add\n\ndef test_one():\n    assert add(1, 2) == 3\n\n"
+                               "def test_two():\n    assert add(2, 2) == 4\n"}
+
+# Each attack runs as a completion imported by its pytest test (the zygote's
+# fork), then exits as if all went well.
+ATTACKS = {
+    "files": r'''
+import os
+for d in ("/work", "/tmp", "/dev/shm"):
+    os.makedirs(f"{d}/left/deep", exist_ok=True)
+    open(f"{d}/left/deep/f", "w").write("x")
+    open(f"{d}/.hidden", "w").write("x")
+    os.chmod(f"{d}/left/deep", 0)
+    os.chmod(f"{d}/left", 0)
+os.symlink("/etc/passwd", "/work/link")
+os.mkfifo("/tmp/fifo")
+os.chmod("/work", 0)
+''',
+    "daemons": r'''
+import os, time
+for kind in ("sleep", "spin"):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(0, 1024)
+            while True:
+                time.sleep(1) if kind == "sleep" else None
+        os._exit(0)
+    os.wait()
+time.sleep(0.2)
+''',
+    "sysv_ipc": r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_CREAT = 0o1000
+assert libc.shmget(0x5EED, 4096, IPC_CREAT | 0o666) >= 0
+assert libc.semget(0x5EED, 1, IPC_CREAT | 0o666) >= 0
+assert libc.msgget(0x5EED, IPC_CREAT | 0o666) >= 0
+''',
+    "harness_limits": r'''
+import os, resource
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        pid = int(name)
+        for call in (lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (16, 16)),
+                     lambda: resource.prlimit(pid, resource.RLIMIT_AS, (1 << 26, 1 << 26)),
+                     lambda: os.setpriority(os.PRIO_PROCESS, pid, 19),
+                     lambda: os.sched_setaffinity(pid, {0})):
+            try:
+                call()
+            except OSError:
+                pass
+''',
+    "signals": r'''
+import os, signal
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        for sig in (signal.SIGSTOP, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+            try:
+                os.kill(int(name), sig)
+            except OSError:
+                pass
+''',
+    "kill_all": r'''
+import os, signal
+os.kill(-1, signal.SIGKILL)
+os.kill(1, signal.SIGKILL)
+''',
+    "fill_tmpfs": r'''
+import os
+for d in ("/work", "/tmp", "/dev/shm"):
+    try:
+        with open(f"{d}/fill", "wb") as f:
+            while True:
+                f.write(b"x" * (1 << 20))
+    except OSError:
+        pass
+''',
+    "forged_reports": r'''
+import os, sys
+for target in ("/proc/1/fd/1", "/proc/1/fd/0"):
+    try:
+        os.open(target, os.O_WRONLY)
+        print("OPENED", target)
+    except OSError:
+        pass
+for _ in range(100):
+    print("\nRBREPORT " + "0" * 64 + ' {"phase":"pytest","records":[]}')
+sys.stdout.flush()
+''',
+}
+
+
+def attack_request(code: str) -> RunRequest:
+    return RunRequest(files={"solution.py": code},
+                      tests={"test_attack.py": "import solution\n\ndef test_attack():\n    assert True\n"},
+                      limits=Limits(timeout_s=20))
+
+
+def probe_request() -> RunRequest:
+    return RunRequest(files={"probe.py": PROBE}, program="probe.py", limits=Limits(timeout_s=20))
+
+
+def honest_request() -> RunRequest:
+    return RunRequest(files=HONEST, tests=HONEST_TESTS, limits=Limits(timeout_s=20))
+
+
+def view(box) -> dict:
+    result = box.run(probe_request())
+    assert result.verdict is Verdict.PASSED, (result.verdict, result.message, result.stderr)
+    seen = json.loads(result.stdout)
+    seen["files"].pop("/work")  # the probe's own file
+    return seen
+
+
+@pytest.fixture(scope="module")
+def pool():
+    box = PooledSandbox(max_containers=1, reuse=1000, retry_s=20)
+    yield box
+    box.close()
+
+
+@pytest.fixture(scope="module")
+def clean_view(pool):
+    return view(pool)
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_nothing_of_a_run_reaches_the_next(pool, clean_view, attack):
+    pool.run(attack_request(ATTACKS[attack]))
+    after = view(pool)
+    container = after.pop("container")
+    expected = {k: v for k, v in clean_view.items() if k != "container"}
+    assert after == expected
+    honest = pool.run(honest_request())
+    assert honest.verdict is Verdict.PASSED, (honest.verdict, honest.message)
+    assert [t.outcome.value for t in honest.tests] == ["passed", "passed"]
+    if attack in ("kill_all", "signals"):
+        # The zygote was killed or stopped: that container was given up.
+        assert container != clean_view["container"]
+
+
+def test_a_clean_run_keeps_its_container(pool):
+    before = view(pool)["container"]
+    for _ in range(3):
+        assert pool.run(honest_request()).verdict is Verdict.PASSED
+    assert view(pool)["container"] == before
+
+
+def test_the_supervisor_survives_signals_and_keeps_the_container_stdio_closed(pool):
+    """PID 1 takes no signal from inside; its stdin and stdout cannot be opened."""
+    before = view(pool)["container"]
+    code = r'''
+import os, signal
+for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT):
+    os.kill(1, sig)
+for target, flags in (("/proc/1/fd/0", os.O_RDONLY), ("/proc/1/fd/0", os.O_WRONLY), ("/proc/1/fd/1", os.O_RDONLY),
+                      ("/proc/1/fd/1", os.O_WRONLY), ("/proc/1/mem", os.O_RDONLY)):
+    try:
+        os.open(target, flags)
+        print("OPENED", target, flags)
+    except OSError as exc:
+        print("denied", target, exc.errno)
+'''
+    result = pool.run(RunRequest(files={"main.py": code}, program="main.py", limits=Limits(timeout_s=20)))
+    assert result.verdict is Verdict.PASSED, (result.verdict, result.message)
+    assert "OPENED" not in result.stdout and result.stdout.count("denied") == 5
+    assert pool.run(honest_request()).verdict is Verdict.PASSED
+    assert view(pool)["container"] == before
+
+
+def test_runs_side_by_side_cannot_see_or_touch_each_other():
+    """Two containers: a run that kills every process it may, lists all
+    processes and writes everywhere, beside an honest run that takes a while."""
+    attacker = r'''
+import os, signal, time
+seen = set()
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    seen.update(open(f"/proc/{p}/cmdline", "rb").read() for p in os.listdir("/proc") if p.isdigit() and
+                os.path.exists(f"/proc/{p}/cmdline"))
+    open("/work/mark", "w").write("attacker")
+    time.sleep(0.05)
+print([s for s in seen if b"victim-marker" in s])
+'''
+    victim = {"solution.py": "import subprocess, sys, time\n"
+                             "marker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'victim-marker'])\n"
+                             "def victim_add(a, b):\n    time.sleep(2)\n    return a + b\n"}
+    victim_tests = {"test_victim.py": "import os\nfrom solution import marker, victim_add\n\n"
+                                      "def test_victim():\n    assert victim_add(1, 2) == 3\n"
+                                      "    assert marker.poll() is None  # still alive\n"
+                                      "    assert not os.path.exists('/work/mark')\n"}
+    with PooledSandbox(max_containers=2, reuse=1000, retry_s=20) as box, ThreadPoolExecutor(2) as pool:
+        attacked = pool.submit(box.run, RunRequest(files={"main.py": attacker}, program="main.py",
+                                                   limits=Limits(timeout_s=20)))
+        honest = pool.submit(box.run, RunRequest(files=victim, tests=victim_tests, limits=Limits(timeout_s=20)))
+        assert honest.result().verdict is Verdict.PASSED, honest.result().message
+        assert attacked.result().verdict is Verdict.PASSED, attacked.result().message
+        assert attacked.result().stdout.strip() == "[]"
