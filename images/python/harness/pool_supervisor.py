@@ -90,7 +90,10 @@ class Zygote:
             raise RuntimeError("the zygote did not start")
 
     def readable(self, timeout_s):
-        return bool(select.select([self.sock], [], [], timeout_s)[0])
+        # poll, not select: gVisor refuses select(2) with EPERM.
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(timeout_s * 1000))
 
     def receive(self, timeout_s=ZYGOTE_ANSWER_S):
         if not self.alive or not self.readable(timeout_s):
