@@ -324,12 +324,13 @@ def run_contestant(mode: str, items: list[dict], workers: int, timeout_s: float)
 # -- the engine's CPU, seen from outside -------------------------------------
 
 def proc_cpu_s(pid: int) -> float | None:
-    """utime+stime+cutime+cstime of a process (zombies included), or None."""
+    """utime+stime of a process, or None. Not its reaped children's: a shim
+    reaps its container's init, whose CPU the container's cgroup counts already."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+    return sum(int(f) for f in fields[11:13]) / CLOCK_TICKS
 
 
 def pids_named(*names: str) -> list[int]:
@@ -489,14 +490,15 @@ def table(rows: list[dict], diffs: dict[str, list[str]], off_expected: dict[str,
     def ratio(row, other):
         return f"{row['samples_per_s'] / by_mode[other]['samples_per_s']:.2f}x" if other in by_mode else "-"
 
-    head = ("mode", "samples/s", "vs bare", "vs docker-run", "p50 s", "p90 s", "p99 s",
+    head = ("mode", "samples/s", "vs bare", "vs docker-run", "p50 s", "p90 s", "p99 s", "p99/p50 calm",
             "CPU/sample s (host+engine+ctr)", "peak RSS MiB", "diffs", "off expected")
     lines = [head]
     for r in rows:
         cpu = (f"{r['cpu_per_sample_s']:.3f} ({r['host_cpu_per_sample_s']:.3f}+{r['engine_cpu_per_sample_s']:.3f}"
                f"+{r['container_cpu_per_sample_s']:.3f})")
         lines.append((r["mode"], f"{r['samples_per_s']:.2f}", ratio(r, "bare"), ratio(r, "docker-run"),
-                      f"{r['p50_s']:.2f}", f"{r['p90_s']:.2f}", f"{r['p99_s']:.2f}", cpu, f"{r['peak_rss_mib']:.0f}",
+                      f"{r['p50_s']:.2f}", f"{r['p90_s']:.2f}", f"{r['p99_s']:.2f}",
+                      f"{r['p99_calm_s'] / r['p50_calm_s']:.2f}" if r["p50_calm_s"] else "-", cpu, f"{r['peak_rss_mib']:.0f}",
                       str(len(diffs[r["mode"]])), str(off_expected[r["mode"]])))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join(" | ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines)
@@ -527,7 +529,8 @@ def bench(args) -> int:
     off_expected = {mode: sum(r["verdict"] != expected[r["id"]] for r in f["results"]) for mode, f in runs.items()}
     print(table(rows, diffs, off_expected))
     print(f"diffs: non-hostile samples whose verdict class or reward differs from {modes[0]}'s; "
-          "off expected: samples (hostile included) whose class is not the one they were built for")
+          "off expected: samples (hostile included) whose class is not the one they were built for; "
+          "p99/p50 calm: over the samples that hit no limit (no timeout, no out of memory)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({

@@ -2,9 +2,9 @@
 concurrency; afterwards nothing of ours is left on the host and the scoring
 process's memory is flat.
 
-    python bench/soak.py [--runs 2000] [--hostile-share 0.3] [--workers 4] [--json PATH]
+    python bench/soak.py [--runs 2000] [--hostile-share 0.3] [--workers 4] [--mode pooled] [--json PATH]
 
-One `CodeReward` over one `Sandbox`; samples go in through `submit`, with
+One `CodeReward` over one sandbox of the mode (default: the default mode); samples go in through `submit`, with
 twice as many in flight as there are containers, so every slot stays busy.
 The mix is fixed by a seed. Every sample has an expected verdict class:
 honest answers (every label format, right, partly right and wrong) must get
@@ -18,7 +18,7 @@ The engine is shared with other processes, so leaks are counted for this
 process's own containers only: each container it creates is written down at
 creation (its id, its overlay mount id, its volumes) in a file of a private
 directory, kept with its path in the figures when something leaked. After
-the runs none of them may remain as a container, a process on the host (by
+the runs and the sandbox's close (a pool's warm containers go with it) none of them may remain as a container, a process on the host (by
 cgroup), a mount in the host's mount namespace, a directory under the
 engine's root, or a volume; the private temp dir this process uses must be
 empty; and its threads and open files at the end no more than in the first
@@ -59,8 +59,9 @@ sys.path.insert(0, str(ROOT / "tests" / "docker"))  # the add(a, b) task most do
 from add_task import LABEL as PYTEST  # noqa: E402
 
 from rewards import CodeReward, RewardOutput, Sample  # noqa: E402
-from sandbox import Limits, Sandbox, Verdict  # noqa: E402
+from sandbox import Limits, Verdict  # noqa: E402
 from sandbox.engine import OWNER_LABEL, DockerEngine, owner_alive  # noqa: E402
+from sandbox.modes import DEFAULT_MODE, MODES, make_sandbox  # noqa: E402
 from sandbox.runner import DEFAULT_MAX_CONTAINERS  # noqa: E402
 
 MIB = 1 << 20
@@ -476,6 +477,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slope-bound-mib", type=float, default=2.0,
                         help="flat: RSS slope over the later half of the points, MiB per 1,000 runs")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--mode", choices=MODES, default=DEFAULT_MODE, help="the sandbox mode soaked")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if not 0 <= args.hostile_share <= 1 or args.runs < 1 or args.warmup < 2:
@@ -503,11 +505,13 @@ def main(argv: list[str] | None = None) -> int:
     limits = Limits(memory_mb=args.memory_mb)
     short = limits.model_copy(update={"timeout_s": args.timeout_s})
     engine = RecordingEngine(record, docker_root, driver, retry_s=20, pool_size=args.workers * 2 + 4)
-    sandbox = Sandbox(max_containers=args.workers, engine=engine, sweep=False)  # sweeping is not ours to do here
+    # Sweeping is not ours to do here.
+    sandbox = make_sandbox(args.mode, max_containers=args.workers, engine=engine, sweep=False, limits=limits)
     soak = Soak(CodeReward(sandbox, limits=limits), CodeReward(sandbox, limits=short), window=2 * args.workers)
     owner = engine.owner
     result: dict = {
-        "runs": args.runs, "warmup_runs": args.warmup, "workers": args.workers, "in_flight": soak.window,
+        "mode": args.mode, "runs": args.runs, "warmup_runs": args.warmup, "workers": args.workers,
+        "in_flight": soak.window,
         "cpus": os.cpu_count(), "seed": args.seed, "owner": owner,
         "limits": limits.model_dump(include={"timeout_s", "memory_mb", "pids", "work_mb", "tmp_mb", "inodes"}),
         "timeout_s_of_samples_meant_to_run_out_of_time": args.timeout_s,
@@ -542,10 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         points.append({"runs_done": args.runs, **process_figures()})
 
-        left = wait_for_none_left(find_left)
-        containers = recorded(record)
     finally:
-        sandbox.close()
+        sandbox.close()  # a pool's warm containers go with it
+    left = wait_for_none_left(find_left)
+    containers = recorded(record)
 
     memory = memory_figures(points, args.rss_bound_mib, args.slope_bound_mib)
     leaks = {

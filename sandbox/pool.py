@@ -88,18 +88,21 @@ class PooledSandbox(Sandbox):
     """
 
     def __init__(self, *args, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
-                 limits: Limits | None = None, **kwargs):
+                 limits: Limits | None = None, warm: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")
         self.reuse = reuse
+        # Containers kept waiting or starting. More than one per slot does not pay
+        # even for single-use ones: their starts then compete with the runs for CPU.
+        self.warm = warm or self.max_containers
         self.max_age_s = max_age_s
         self._idle: deque[PoolContainer] = deque()
         self._starting = 0
         self._closed = False
         self._changed = threading.Condition()
-        self._background = ThreadPoolExecutor(self.max_containers, thread_name_prefix="rewardbox-pool")
-        for _ in range(self.max_containers):  # warm ahead of demand
+        self._background = ThreadPoolExecutor(self.warm, thread_name_prefix="rewardbox-pool")
+        for _ in range(self.warm):  # ahead of demand
             self._replenish(limits or Limits())
 
     def close(self) -> None:
@@ -147,7 +150,7 @@ class PooledSandbox(Sandbox):
 
     def _replenish(self, limits: Limits) -> None:
         with self._changed:
-            if self._closed or len(self._idle) + self._starting >= self.max_containers:
+            if self._closed or len(self._idle) + self._starting >= self.warm:
                 return
             self._starting += 1
         self._background.submit(self._start_into_idle, limits)
@@ -188,7 +191,7 @@ class PooledSandbox(Sandbox):
                 if not self._closed:
                     self._idle.append(container)
                     # Idle ones with other limits go first when there are too many.
-                    evicted = self._idle.popleft() if len(self._idle) > self.max_containers else None
+                    evicted = self._idle.popleft() if len(self._idle) > self.warm else None
                     self._changed.notify_all()
                     if evicted is not None:
                         self._background.submit(self._remove, evicted)
