@@ -17,10 +17,14 @@ from add_task import ADD_TESTS
 from rewards import GradingPolicy
 from rewards.grade import Grade
 from sandbox import Limits
+from sandbox.modes import DEFAULT_MODE
 
 # The docker tier's runtime (the `sandbox` fixture reads the same variable): a
 # few answers differ under gVisor's kernel, and the README's threat model says which.
 GVISOR = os.environ.get("REWARDBOX_TEST_RUNTIME") == "runsc"
+# And its sandbox mode: in a pool's container the harness is pid 1, which takes no
+# signal from inside (the cold mode's supervisor can be stopped, and the run times out).
+POOLED = (os.environ.get("REWARDBOX_TEST_MODE") or DEFAULT_MODE) != "cold"
 POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
 TOKEN = secrets.token_hex(8)  # names files an escaping write would leave on the host
 ESCAPE_NAME = f"rewardbox-escape-{TOKEN}"

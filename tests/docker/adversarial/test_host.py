@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
+from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, POOLED, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
 from adversarial.conftest import CANARY
 from sandbox import Outcome, RunRequest, Verdict
 
@@ -156,10 +156,14 @@ import glob
 import os
 
 def supervisor():
+    # The single-use harness (not pid 1, docker-init, whose arguments name it
+    # too), or a pooled container's pid 1.
     for path in glob.glob("/proc/[0-9]*/cmdline"):
-        with open(path, "rb") as f:  # not pid 1, docker-init, whose arguments name it too
-            if f.read().startswith(b"python3\\0-I\\0/opt/rewardbox/supervisor.py"):
-                return int(path.split("/")[2])
+        with open(path, "rb") as f:
+            command = f.read()
+        if command.startswith((b"python3\\0-I\\0/opt/rewardbox/supervisor.py",
+                               b"python3\\0-I\\0-B\\0/opt/rewardbox/pool_supervisor.py")):
+            return int(path.split("/")[2])
     return None
 
 SUPERVISOR = supervisor()
@@ -191,10 +195,14 @@ import os
 import signal
 
 def supervisor():
+    # The single-use harness (not pid 1, docker-init, whose arguments name it
+    # too), or a pooled container's pid 1.
     for path in glob.glob("/proc/[0-9]*/cmdline"):
-        with open(path, "rb") as f:  # not pid 1, docker-init, whose arguments name it too
-            if f.read().startswith(b"python3\\0-I\\0/opt/rewardbox/supervisor.py"):
-                return int(path.split("/")[2])
+        with open(path, "rb") as f:
+            command = f.read()
+        if command.startswith((b"python3\\0-I\\0/opt/rewardbox/supervisor.py",
+                               b"python3\\0-I\\0-B\\0/opt/rewardbox/pool_supervisor.py")):
+            return int(path.split("/")[2])
 '''
 
 # The tests' directory belongs to the sandbox user: it can be made writable and
@@ -261,13 +269,22 @@ def test_attempt_comes_to_nothing(batch, case):
 
 
 @pytest.mark.parametrize("case, verdict", [
-    ("killing-every-process", Verdict.KILLED),  # the harness too: no report
-    ("stopping-the-supervisor", Verdict.TIMEOUT),  # the host's deadline does not depend on the harness
+    ("killing-every-process", Verdict.KILLED),  # the harness too (a pool's zygote): no report, or no exit status
+    *([] if POOLED else [("stopping-the-supervisor", Verdict.TIMEOUT)]),  # the host's deadline does not need the harness
 ])
 def test_attacking_the_harness_costs_the_run(batch, case, verdict):
     grade = batch[case]
     assert grade.verdict is verdict, show(grade)
     assert grade.reward <= batch["honest-wrong-pytest"].reward
+
+
+@pytest.mark.skipif(not POOLED, reason="cold mode: stopping its harness costs the run (the test above)")
+@pytest.mark.parametrize("case", ["stopping-the-supervisor"])
+def test_a_pools_harness_cannot_be_stopped(batch, case):
+    """A pooled container's harness is pid 1, which takes no signal from inside:
+    nothing stops, and the right answer passes as it would have anyway."""
+    grade = batch[case]
+    assert (grade.verdict, grade.reward) == (Verdict.PASSED, 1.0), show(grade)
 
 
 @pytest.mark.parametrize("case", ["reading-the-report-pipe"])

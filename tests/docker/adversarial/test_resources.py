@@ -13,7 +13,7 @@ import docker.errors
 import pytest
 from add_task import LABEL as ADD_LABEL
 
-from adversarial.attacks import FORMATS, GVISOR, QUICK, Attack, baselines, messages, show
+from adversarial.attacks import FORMATS, GVISOR, POOLED, QUICK, Attack, baselines, messages, show
 from rewards import CodeReward
 from sandbox import Limits, Sandbox, Verdict
 
@@ -101,10 +101,11 @@ def add(a, b):
     "output-without-newline-then-right-answer": Attack(
         "import sys\n\ndef add(a, b):\n    sys.stdout.write('no newline')\n    sys.stderr.write('none here either')\n"
         "    return a + b\n"),
-    # A partial line on the container's own stdout, just before the harness's report.
+    # A partial line on the container's own stdout, just before the harness's report
+    # (a pool's pid 1 is the non-dumpable harness: its stdout cannot be opened at all).
     "container-stdout-without-newline-then-right-answer": Attack(
-        "def add(a, b):\n    with open('/proc/1/fd/1', 'w') as out:\n        out.write('partial line')\n"
-        "    return a + b\n"),
+        "def add(a, b):\n    try:\n        with open('/proc/1/fd/1', 'w') as out:\n            out.write('partial line')\n"
+        "    except PermissionError:\n        pass\n    return a + b\n"),
     "infinite-loop": Attack("def add(a, b):\n    while True:\n        pass\n", limits=QUICK),
     "sleep": Attack("import time\n\ndef add(a, b):\n    time.sleep(10**6)\n", limits=QUICK),
     "blocking-on-stdin": Attack(
@@ -154,8 +155,9 @@ EXPECTED = {
     "output-10mb-without-newline": ({Verdict.OUTPUT_LIMIT}, None),
     "infinite-loop": ({Verdict.TIMEOUT}, None),
     "sleep": ({Verdict.TIMEOUT}, None),
-    "blocking-on-stdin": ({Verdict.FAILED}, "stdin gave ['', b'', b'']"),
-    "blocking-on-stdin-program": ({Verdict.FAILED}, "EOFError"),
+    # A pool's pid 1 is the non-dumpable harness: the container's stdin cannot be opened.
+    "blocking-on-stdin": ({Verdict.FAILED}, "PermissionError: [Errno 13] Permission denied" if POOLED else "stdin gave ['', b'', b'']"),
+    "blocking-on-stdin-program": ({Verdict.FAILED}, "PermissionError: [Errno 13] Permission denied" if POOLED else "EOFError"),
     "close-stdout-then-spin": ({Verdict.TIMEOUT}, None),
     "sigterm-ignored": ({Verdict.TIMEOUT}, None),
     "many-threads": ({Verdict.FAILED}, "can't start new thread"),
