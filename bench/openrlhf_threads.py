@@ -2,7 +2,7 @@
 from 32 threads, as the newest OpenRLHF calls it) against the batch API
 (`score_many`), side by side on the same samples and the same sandbox settings.
 
-    python bench/openrlhf_threads.py [--samples 164] [--workers 4]
+    python bench/openrlhf_threads.py [--samples 164] [--workers 4] [--mode pooled]
 
 Samples: HumanEval's canonical solutions (tests/data), as chat completions.
 """
@@ -34,14 +34,17 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=164)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--mode", default="pooled", help="sandbox mode of both sides")
     args = parser.parse_args()
     os.environ["REWARDBOX_WORKERS"] = str(args.workers)
+    os.environ["REWARDBOX_MODE"] = args.mode
     data = samples(args.samples)
 
     from rewards import CorrectnessReward, Sample
-    from sandbox import Sandbox
+    from sandbox import Limits
+    from sandbox.modes import make_sandbox
 
-    with Sandbox(max_containers=args.workers) as sandbox:
+    with make_sandbox(args.mode, max_containers=args.workers, limits=Limits()) as sandbox:
         reward = CorrectnessReward(sandbox)
         started = time.monotonic()
         batch = reward.score_many(Sample(completion=c, prompt=PROMPT, label=label) for c, label in data)
@@ -58,7 +61,7 @@ def main() -> None:
 
     same = sum(abs(o.reward - t["rewards"].item()) < 1e-9 for o, t in zip(batch, threaded))
     result = {
-        "samples": len(data), "workers": args.workers, "threads": args.threads,
+        "mode": args.mode, "samples": len(data), "workers": args.workers, "threads": args.threads,
         "batch_samples_per_s": round(len(data) / batch_s, 2),
         "openrlhf_file_samples_per_s": round(len(data) / threaded_s, 2),
         "ratio_file_to_batch": round(batch_s / threaded_s, 3),

@@ -18,14 +18,16 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from sandbox.errors import ContainerLost, HarnessError, SandboxError
 from sandbox.models import Limits, RunRequest, RunResult
 from sandbox.protocol import encode_request, new_nonce, parse_report
-from sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox
+from sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
 from sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,15 @@ DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
 
 
+_LIVE_POOLS: "weakref.WeakSet[PooledSandbox]" = weakref.WeakSet()
+
+
+def warm_container_ids() -> set[str]:
+    """The warm containers of every pool of this process that is not closed:
+    they wait for runs, they are not left behind."""
+    return {cid for pool in list(_LIVE_POOLS) for cid in pool.warm_ids()}
+
+
 @dataclass(eq=False)
 class PoolContainer:
     """One pooled container and its open attach stream."""
@@ -45,6 +56,7 @@ class PoolContainer:
     sock: socket.socket
     limits: Limits
     created: float = field(default_factory=time.monotonic)
+    created_at: float = field(default_factory=time.time)  # wall clock, for the engine's event log
     runs: int = 0
     frames: bytearray = field(default_factory=bytearray)  # undecoded bytes of the stream
     stdout: bytearray = field(default_factory=bytearray)  # decoded, not yet consumed
@@ -99,9 +111,11 @@ class PooledSandbox(Sandbox):
         self.max_age_s = max_age_s
         self._idle: deque[PoolContainer] = deque()
         self._starting = 0
+        self._busy = 0
         self._closed = False
         self._changed = threading.Condition()
         self._background = ThreadPoolExecutor(self.warm, thread_name_prefix="rewardbox-pool")
+        _LIVE_POOLS.add(self)
         for _ in range(self.warm):  # ahead of demand
             self._replenish(limits or Limits())
 
@@ -121,6 +135,13 @@ class PooledSandbox(Sandbox):
         """The containers waiting warm for a run, by id."""
         with self._changed:
             return [container.id for container in self._idle]
+
+    def stats(self) -> SandboxStats:
+        stats = super().stats()
+        with self._changed:
+            busy = self._busy
+        return stats.model_copy(update={"containers_running": busy,
+                                        "containers_warm": max(0, stats.containers_running - busy)})
 
     # -- the pool ----------------------------------------------------------
 
@@ -217,6 +238,16 @@ class PooledSandbox(Sandbox):
         limits = request.limits
         container = self._take(limits)
         container.runs += 1
+        with self._changed:
+            self._busy += 1
+        try:
+            return self._run_on(container, request)
+        finally:
+            with self._changed:
+                self._busy -= 1
+
+    def _run_on(self, container: PoolContainer, request: RunRequest) -> RunResult:
+        limits = request.limits
         nonce = new_nonce()
         started = time.monotonic()
         sent_at = time.time()
@@ -254,8 +285,12 @@ class PooledSandbox(Sandbox):
             if deadline_hit or capped:
                 self.engine.kill(container.id)
             state, killed_late = self.engine.wait(container.id, timeout_s=30)
-            if (ended and not (killed_late or state.get("OOMKilled"))
-                    and self.engine.stopped_from_outside(container.id, since=sent_at)):
+            # Its harness is pid 1, which the code cannot kill: a container that
+            # ended under a run died of memory, or was stopped from outside (an
+            # idle one, say, before this run came).
+            if ended and not (killed_late or state.get("OOMKilled")) and (
+                    _finished_at(state) < sent_at
+                    or self.engine.stopped_from_outside(container.id, since=container.created_at)):
                 raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside "
                                     f"(exit code {state.get('ExitCode')})")
         finally:
@@ -269,6 +304,21 @@ class PooledSandbox(Sandbox):
     @staticmethod
     def _facts(started: float, **facts) -> ContainerFacts:
         return ContainerFacts(duration_s=round(time.monotonic() - started, 6), **facts)
+
+
+def _finished_at(state: dict) -> float:
+    """The engine's FinishedAt (RFC 3339, nanoseconds) as a Unix time; +inf if unreadable.
+
+    >>> _finished_at({"FinishedAt": "1970-01-01T00:00:01.500000001Z"}), _finished_at({})
+    (1.500000001, inf)
+    """
+    stamp = str(state.get("FinishedAt") or "")
+    try:
+        seconds, _, fraction = stamp.rstrip("Z").partition(".")
+        whole = datetime.strptime(seconds, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+        return whole + float(f"0.{fraction or 0}")
+    except ValueError:
+        return float("inf")
 
 
 def _same_container(a: Limits, b: Limits) -> bool:

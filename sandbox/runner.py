@@ -39,7 +39,8 @@ class SandboxStats(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    containers_running: int = 0  # created and not yet removed
+    containers_running: int = 0  # running a run (cold mode: created and not yet removed)
+    containers_warm: int = 0  # pooled modes: started, or starting, and waiting for a run
     engine_errors: int = 0  # engine calls and run connections that failed on the engine's side
     engine_call_retries: int = 0  # engine calls repeated after such a failure
     run_retries: int = 0  # whole runs started again in a new container

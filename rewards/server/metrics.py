@@ -125,8 +125,10 @@ class _ReadWhenScraped:
         if not hasattr(sandbox, "stats"):  # a stand-in without counters (tests)
             return
         stats = sandbox.stats()
-        yield GaugeMetricFamily("rewardbox_containers_running", "Sandbox containers created and not yet removed",
+        yield GaugeMetricFamily("rewardbox_containers_running", "Sandbox containers running a sample",
                                 value=stats.containers_running)
+        yield GaugeMetricFamily("rewardbox_containers_warm", "Pooled sandbox containers waiting for a sample",
+                                value=stats.containers_warm)
         yield GaugeMetricFamily("rewardbox_containers_max", "Sandbox containers allowed at once",
                                 value=sandbox.max_containers)
         yield CounterMetricFamily("rewardbox_engine_errors",

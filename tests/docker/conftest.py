@@ -16,6 +16,7 @@ import pytest
 from rewards import CodeReward
 from sandbox import SandboxError
 from sandbox.modes import DEFAULT_MODE, make_sandbox
+from sandbox.pool import warm_container_ids
 
 HERE = Path(__file__).resolve().parent
 
@@ -110,7 +111,7 @@ def leftovers(sandbox, docker_client):
         deadline = time.monotonic() + wait_s
         while True:
             # A pool's warm containers wait, emptied, for the next run: not left behind.
-            warm = set(getattr(sandbox, "warm_ids", list)())
+            warm = warm_container_ids()
             containers, processes = _leftovers(sandbox.engine.owner, docker_client, warm)
             # Removal has returned before we look; give the kernel a moment to reap.
             if not (containers or processes) or time.monotonic() >= deadline:

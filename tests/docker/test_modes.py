@@ -18,7 +18,9 @@ CHECK_LABEL = FORMATS["check"][0]
 # key -> (completion, label, expected verdict)
 MISBEHAVING = {
     "syntax": ("def add(a, b)\n    return a + b\n", ADD_LABEL, "syntax_error"),
-    "import-raises": ("raise ValueError('at import')\ndef add(a, b):\n    return a + b\n", ADD_LABEL, "import_error"),
+    "import-raises": ("raise ValueError('at import')\ndef add(a, b):\n    return a + b\n", ADD_LABEL,
+                      "collection_error"),
+    "import-missing": ("import no_such_module\ndef add(a, b):\n    return a + b\n", ADD_LABEL, "import_error"),
     "exit-at-import": ("import sys\nsys.exit(0)\n", ADD_LABEL, "collection_error"),
     "loop": ("def add(a, b):\n    while True:\n        pass\n", ADD_LABEL, "timeout"),
     "loop-check": ("    while True:\n        pass\n", CHECK_LABEL, "timeout"),

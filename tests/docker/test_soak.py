@@ -35,7 +35,12 @@ def test_soak_ran_the_mix(soak):
     _, figures = soak
 
     assert figures["runs"] == RUNS
-    assert figures["containers_created"] == RUNS + WARMUP
+    # A container per run in the cold mode; a pool makes its first ones, and a
+    # replacement for each it gives up (a hostile run that killed its zygote, say).
+    if figures["mode"] == "cold":
+        assert figures["containers_created"] == RUNS + WARMUP
+    else:
+        assert figures["workers"] < figures["containers_created"] < RUNS + WARMUP
     assert figures["hostile_share"] == 0.3
     # The hostile samples met their limits: deadline, memory, output cap, a harness killed.
     for verdict in ("passed", "failed", "timeout", "out_of_memory", "output_limit", "killed"):
