@@ -38,9 +38,9 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image gvisor ## run both test tiers (unit, then docker; pooled mode), then the adversarial core under gVisor and in the cold mode
+test: install sandbox-image gvisor ## run both test tiers (unit, then docker; pooled mode), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
 	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests
-	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
+	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
 	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
 
 test-unit: install ## run the unit tier only (no Docker needed)

@@ -306,7 +306,7 @@ class PooledSandbox(Sandbox):
             raise
         if report is not None:
             self._give_back(container, report.get("recycle"))
-            if report.get("phase") == "harness_error":
+            if report.get("phase") == "harness_error" and not report.get("harness_attacked"):
                 raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
             return judge(report, self._facts(started, oom_killed=bool(report.get("oom_killed"))))
         # No report: the container ended, or we end it. Its state says why.

@@ -176,7 +176,7 @@ class Sandbox:
                 self.engine.remove(container_id)
             finally:
                 self._count(containers=-1)
-        if report is not None and report.get("phase") == "harness_error":
+        if report is not None and report.get("phase") == "harness_error" and not report.get("harness_attacked"):
             raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
         facts = ContainerFacts(
             deadline_hit=deadline_hit,

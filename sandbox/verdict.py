@@ -59,6 +59,9 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         return result(Verdict.OUTPUT_LIMIT, "output limit exceeded", output_truncated=True)
     if report is None:
         return result(Verdict.KILLED, f"the harness did not report (container exit code {facts.exit_code})")
+    if report.get("phase") == "harness_error" and report.get("harness_attacked"):
+        return result(Verdict.KILLED, "the run changed the harness's limits or scheduling, and the harness failed: "
+                                      f"{report.get('message')}")
     if program:
         return _program_verdict(report, common["exit_code"], result)
     if report.get("phase") == "syntax":

@@ -236,3 +236,17 @@ def test_program_output_that_is_not_base64_is_dropped():
     result = judge(program_report(0, stdout_b64="not base64!", stderr_b64=None), CLEAN)
 
     assert (result.stdout, result.stderr) == ("", "")
+
+
+def test_a_harness_failure_the_run_caused_is_the_runs_verdict():
+    """The run lowered the harness's limits (prlimit, same user) and the harness
+    failed: killed, as if it had killed the harness; never a failure of ours
+    that would leave the sample unscored."""
+    attacked = {"version": 1, "phase": "harness_error", "message": "OSError: [Errno 24] Too many open files",
+                "harness_attacked": True}
+
+    result = judge(attacked, CLEAN)
+
+    assert result.verdict is Verdict.KILLED
+    assert result.message == ("the run changed the harness's limits or scheduling, and the harness failed: "
+                              "OSError: [Errno 24] Too many open files")

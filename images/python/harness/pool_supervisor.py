@@ -21,6 +21,7 @@ under test can neither kill nor stop it; it is non-dumpable, so that code
 cannot ptrace it or open its fds (the container's stdin and stdout) either.
 """
 
+import ctypes
 import json
 import os
 import select
@@ -39,7 +40,7 @@ ZYGOTE = "/opt/rewardbox/rbzygote.py"
 CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
 READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
-SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
+SHM_INFO, SEM_INFO, MSG_INFO = 14, 19, 12  # <sys/ipc.h>, Linux
 
 
 class ZygoteChild:
@@ -142,22 +143,6 @@ class Zygote:
             self.lose()
 
 
-def fingerprint(pid):
-    """What the code under test (same uid) could change about a process it
-    cannot ptrace: limits, priority, scheduling policy, CPU set."""
-    try:
-        with open(f"/proc/{pid}/limits") as f:
-            limits = f.read()
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        with open(f"/proc/{pid}/status") as f:
-            cpus = [line for line in f if line.startswith("Cpus_allowed_list")]
-    except OSError:
-        return None
-    # Fields after the command: nice is the 17th, rt_priority and policy the 38th and 39th.
-    return limits, fields[16], fields[37:39], cpus
-
-
 def reap():
     while True:
         try:
@@ -213,15 +198,29 @@ def empty(directory, mode):
         return False
 
 
+def written_to_stdin():
+    """Whether anything waits on our stdin: the host sends nothing while a run
+    goes on, so it came from the run. Under gVisor, /proc/1/fd/0 of this
+    non-dumpable process can be opened by the same user; what the run wrote
+    would be read as the next request."""
+    poller = select.poll()
+    poller.register(sys.stdin.buffer.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def ipc_objects():
-    count = 0
-    for path in SYSV_IPC:
-        try:
-            with open(path) as f:
-                count += max(0, len(f.readlines()) - 1)  # a header line
-        except OSError:
-            continue
-    return count
+    """System V shared memory segments, semaphore sets and message queues in
+    the container's IPC namespace, counted by the kernel (shmctl SHM_INFO,
+    semctl SEM_INFO, msgctl MSG_INFO: gVisor has no /proc/sysvipc); an unknown
+    count counts as one."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    total = 0
+    for call, offset in ((lambda b: libc.shmctl(0, SHM_INFO, b), 0),  # shm_info.used_ids
+                         (lambda b: libc.semctl(0, 0, SEM_INFO, b), 28),  # seminfo.semusz
+                         (lambda b: libc.msgctl(0, MSG_INFO, b), 0)):  # msginfo.msgpool
+        buf = ctypes.create_string_buffer(256)
+        total += 1 if call(buf) < 0 else int.from_bytes(buf.raw[offset:offset + 4], "little")
+    return total
 
 
 def recycle_reason(report, zygote, baseline, modes, oom_before):
@@ -243,7 +242,9 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
             return f"files in {directory} outlived the run"
     if ipc_objects():
         return "System V IPC objects outlived the run"
-    if [fingerprint(1), fingerprint(zygote.pid)] != baseline:
+    if written_to_stdin():
+        return "the run wrote to the harness's stdin"
+    if [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
         return "the run changed a limit or the scheduling of the harness"
     return None
 
@@ -253,7 +254,9 @@ def serve():
     # Python handles SIGINT; with no handler at all, the kernel drops it for init.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     zygote = Zygote()
-    baseline = [fingerprint(1), fingerprint(zygote.pid)]
+    baseline = [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)]
+    if None in baseline:
+        raise RuntimeError("cannot read the harness's limits and scheduling: a pool could not check its runs")
     modes = {directory: os.stat(directory).st_mode & 0o7777 for directory in CLEAN_DIRS}
     sys.stdout.buffer.write(READY)
     sys.stdout.buffer.flush()
@@ -266,7 +269,13 @@ def serve():
         oom_before = oom_kills()
         started = time.monotonic()
         report = supervisor.handle(request, zygote)
-        reason = recycle_reason(report, zygote, baseline, modes, oom_before)
+        try:
+            reason = recycle_reason(report, zygote, baseline, modes, oom_before)
+        except Exception as exc:  # noqa: BLE001 - most likely the run lowered our limits; never ours to hide
+            reason = f"the clean-up failed: {type(exc).__name__}: {exc}"[:500]
+        if report.get("phase") == "harness_error" and \
+                [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
+            report["harness_attacked"] = True  # the run lowered our limits (prlimit): its doing, not ours
         if reason is not None:
             supervisor.kill_everything_else()  # the zygote too: nothing runs after the report
         report.update(recycle=reason, serve_s=round(time.monotonic() - started, 6))

@@ -23,8 +23,10 @@ from sandbox.modes import DEFAULT_MODE
 # few answers differ under gVisor's kernel, and the README's threat model says which.
 GVISOR = os.environ.get("REWARDBOX_TEST_RUNTIME") == "runsc"
 # And its sandbox mode: in a pool's container the harness is pid 1, which takes no
-# signal from inside (the cold mode's supervisor can be stopped, and the run times out).
+# signal from inside (the cold mode's supervisor can be stopped, and the run times out),
+# and whose stdin and stdout cannot be opened. gVisor protects neither way.
 POOLED = (os.environ.get("REWARDBOX_TEST_MODE") or DEFAULT_MODE) != "cold"
+POOLED_RUNC = POOLED and not GVISOR
 POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
 TOKEN = secrets.token_hex(8)  # names files an escaping write would leave on the host
 ESCAPE_NAME = f"rewardbox-escape-{TOKEN}"

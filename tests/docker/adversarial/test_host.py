@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, POOLED, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
+from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, POOLED_RUNC, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
 from adversarial.conftest import CANARY
 from sandbox import Outcome, RunRequest, Verdict
 
@@ -270,7 +270,7 @@ def test_attempt_comes_to_nothing(batch, case):
 
 @pytest.mark.parametrize("case, verdict", [
     ("killing-every-process", Verdict.KILLED),  # the harness too (a pool's zygote): no report, or no exit status
-    *([] if POOLED else [("stopping-the-supervisor", Verdict.TIMEOUT)]),  # the host's deadline does not need the harness
+    *([] if POOLED_RUNC else [("stopping-the-supervisor", Verdict.TIMEOUT)]),  # the host's deadline does not need the harness
 ])
 def test_attacking_the_harness_costs_the_run(batch, case, verdict):
     grade = batch[case]
@@ -278,7 +278,7 @@ def test_attacking_the_harness_costs_the_run(batch, case, verdict):
     assert grade.reward <= batch["honest-wrong-pytest"].reward
 
 
-@pytest.mark.skipif(not POOLED, reason="cold mode: stopping its harness costs the run (the test above)")
+@pytest.mark.skipif(not POOLED_RUNC, reason="cold mode, gVisor: stopping the harness costs the run (the test above)")
 @pytest.mark.parametrize("case", ["stopping-the-supervisor"])
 def test_a_pools_harness_cannot_be_stopped(batch, case):
     """A pooled container's harness is pid 1, which takes no signal from inside:
