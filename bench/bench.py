@@ -49,7 +49,7 @@ from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  
 
 REPO = Path(__file__).parents[1]
 MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-fresh", "rewardbox-cold")
-DEFAULT_MODES = "bare,docker-run,rewardbox"
+DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold"
 IMAGE = "rewardbox/python:0.1.0"
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
