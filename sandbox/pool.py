@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 POOL_COMMAND = ["python3", "-I", "-B", "/opt/rewardbox/pool_supervisor.py"]
 READY = b"RBREADY\n"
-DEFAULT_REUSE = 100
+DEFAULT_REUSE = 1000  # each run is checked clean; a start costs as much CPU as ~10 runs
 DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
 
@@ -154,8 +154,9 @@ class PooledSandbox(Sandbox):
         """A container whose supervisor is warm and waiting for a request."""
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         lifetime = self.max_age_s + self.reuse * (limits.timeout_s + limits.startup_grace_s)
+        command = POOL_COMMAND + (["--once"] if self.reuse == 1 else [])
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
-                                          command=POOL_COMMAND, lifetime_s=lifetime)
+                                          command=command, lifetime_s=lifetime)
         self._count(containers=1)
         container = None
         try:

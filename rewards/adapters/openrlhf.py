@@ -17,7 +17,7 @@ empty value counts as unset; a bad value raises `SettingsError` naming it):
     REWARDBOX_IMAGE              sandbox image; default sandbox.DEFAULT_IMAGE
     REWARDBOX_RUNTIME            OCI runtime, e.g. runsc (gVisor); default the engine's
     REWARDBOX_MODE               sandbox mode: pooled (default), fresh or cold (README, Sandbox modes)
-    REWARDBOX_REUSE              pooled: samples per container at most; default 100
+    REWARDBOX_REUSE              pooled: samples per container at most; default 1000
     REWARDBOX_RETRY_S            how long a failure of ours is retried before raising; default Sandbox's (60)
     REWARDBOX_TIMEOUT_REWARD     reward for a timeout; default GradingPolicy's (-0.5)
     REWARDBOX_CRASH_REWARD       reward for a crash; default GradingPolicy's (-1.0)

@@ -50,8 +50,8 @@ def test_serve_passes_the_runtime_to_its_sandbox(made, capsys):
 
 
 @pytest.mark.parametrize("flags, expected", [
-    ([], {"mode": "pooled", "reuse": 100}),
-    (["--mode", "fresh"], {"mode": "fresh", "reuse": 100}),
+    ([], {"mode": "pooled", "reuse": 1000}),
+    (["--mode", "fresh"], {"mode": "fresh", "reuse": 1000}),
     (["--mode", "pooled", "--reuse", "7"], {"mode": "pooled", "reuse": 7}),
     (["--mode", "cold"], {"mode": "cold"}),
 ])

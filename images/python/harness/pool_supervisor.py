@@ -78,10 +78,11 @@ class ZygoteChild:
 class Zygote:
     """The supervisor's handle on rbzygote.py."""
 
-    def __init__(self):
+    def __init__(self, once=False):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-B", ZYGOTE, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+            [sys.executable, "-I", "-B", ZYGOTE, str(theirs.fileno())] + (["--once"] if once else []),
+            pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/")
         theirs.close()
         self.sock = ours
@@ -253,7 +254,8 @@ def serve():
     supervisor.make_non_dumpable()
     # Python handles SIGINT; with no handler at all, the kernel drops it for init.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    zygote = Zygote()
+    once = "--once" in sys.argv[1:]  # one run, then the container goes (the fresh mode)
+    zygote = Zygote(once)
     baseline = [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)]
     if None in baseline:
         raise RuntimeError("cannot read the harness's limits and scheduling: a pool could not check its runs")
@@ -280,7 +282,7 @@ def serve():
             supervisor.kill_everything_else()  # the zygote too: nothing runs after the report
         report.update(recycle=reason, serve_s=round(time.monotonic() - started, 6))
         supervisor.write_report(request["nonce"].encode(), report)
-        if reason is not None:
+        if reason is not None or once:
             return
 
 

@@ -2,7 +2,8 @@
 run's test process is a fork of this one, which saves the interpreter's start
 and pytest's import (most of a small run's cost).
 
-argv: SOCKET_FD   (a SOCK_SEQPACKET socket to the pool supervisor, PID 1)
+argv: SOCKET_FD [--once]   (a SOCK_SEQPACKET socket to the pool supervisor, PID 1;
+                           --once: the container serves one run, no warm-up session)
 
 Started by pool_supervisor.py before any request arrives, from a fresh
 interpreter, so its memory holds nothing of any run: a fork of it has nothing
@@ -45,12 +46,13 @@ CHILD_FD_BASE = 100  # received fds are moved above the targets before dup2 onto
 WORK_DIR = "/work"
 
 
-def warm_up():
+def warm_up(session=True):
     """Import what a test run imports before it reaches the completion (pytest,
-    its built-in plugins, the harness's check module), and run one throwaway
-    session, which fills pytest's and pluggy's caches. Then freeze what exists
-    now out of the garbage collector's sight: a child's collections (pytest
-    runs several per session) need not walk it, nor copy its pages."""
+    its built-in plugins, the harness's check module), and with `session` run
+    one throwaway session, which fills pytest's and pluggy's caches, then freeze
+    what exists out of the garbage collector's sight: a child's collections
+    (pytest runs several per session) need not walk it, nor copy its pages.
+    The session pays off over many runs, not for a container's only one."""
     import _pytest.config
     import pytest
 
@@ -58,6 +60,8 @@ def warm_up():
         importlib.import_module(f"_pytest.{name}")
     for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbwire"):
         importlib.import_module(name)
+    if not session:
+        return
     directory = tempfile.mkdtemp(prefix="rbwarm-")
     try:
         path = os.path.join(directory, "test_warm.py")
@@ -209,7 +213,7 @@ def serve(sock):
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sock = socket.socket(fileno=int(sys.argv[1]))
-    warm_up()
+    warm_up(session="--once" not in sys.argv[2:])
     send(sock, {"ready": True})
     serve(sock)
 
