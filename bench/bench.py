@@ -302,6 +302,11 @@ def run_contestant(mode: str, items: list[dict], workers: int, timeout_s: float)
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(contestant, [i for i in items if not i["hostile"]][:workers]))  # warm-up
             warm_ids = len(getattr(contestant, "container_ids", []))
+            # A pool's containers made in the warm-up serve the measured samples too:
+            # their CPU counts from here on.
+            alive = container_cgroups()
+            cpu_before = {cid: read_usage_s(alive[cid]) or 0.0
+                          for cid in getattr(contestant, "container_ids", []) if cid in alive}
             self_before, children_before = resource.getrusage(resource.RUSAGE_SELF), \
                 resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.monotonic()
@@ -317,7 +322,8 @@ def run_contestant(mode: str, items: list[dict], workers: int, timeout_s: float)
             "host_cpu_self_s": cpu_s(self_after) - cpu_s(self_before),
             "host_cpu_children_s": cpu_s(children_after) - cpu_s(children_before),
             "peak_rss_mib": self_after.ru_maxrss / 1024,
-            "container_ids": getattr(contestant, "container_ids", [])[warm_ids:],
+            "container_ids": [*cpu_before, *getattr(contestant, "container_ids", [])[warm_ids:]],
+            "container_cpu_before": cpu_before,
             "timings": getattr(getattr(contestant, "engine", None), "timings", {})}
 
 
@@ -442,7 +448,8 @@ def measure(mode: str, items_file: Path, workers: int, timeout_s: float) -> dict
                         "--workers", str(workers), "--timeout-s", str(timeout_s), "--out", out.name], check=True)
         figures = json.loads(Path(out.name).read_text())
     ours = set(figures.pop("container_ids"))
-    figures["container_cpu_s"] = sum(v for cid, v in sampler.containers.items() if cid in ours)
+    before = figures.pop("container_cpu_before")
+    figures["container_cpu_s"] = sum(v - before.get(cid, 0.0) for cid, v in sampler.containers.items() if cid in ours)
     figures["containers_seen"] = len(ours & set(sampler.containers))
     figures["containers_started"] = len(ours)
     shims = sum(cpu for cid, cpu in sampler.shims.values() if cid in ours)
