@@ -160,7 +160,11 @@ class PooledSandbox(Sandbox):
         self._count(containers=1)
         container = None
         try:
-            container = PoolContainer(container_id, self.engine.attach(container_id), limits)
+            attached = self.engine.attach(container_id)
+            # A socket of our own: docker-py closes the one it made when the
+            # collector frees its response, which for a long-lived container comes.
+            container = PoolContainer(container_id, attached.dup(), limits)
+            attached.close()
             self.engine.start(container_id)
             deadline = time.monotonic() + READY_TIMEOUT_S
             while READY not in container.stdout:
