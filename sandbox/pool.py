@@ -4,8 +4,8 @@ single-use one, serving runs one at a time, from a clean slate each.
 A container's PID 1 is the pool supervisor (images/python/harness/
 pool_supervisor.py): it forks each run's test process from a warm process that
 has pytest imported, kills every process of the run afterwards, empties the
-writable dirs, and says "recycle" when anything of the run could outlive it
-(or the run hit a limit). The host retires a container after that, after
+writable dirs, and says "recycle" when anything of the run could outlive it.
+The host retires a container after that, after
 `reuse` runs, after `max_age_s`, or when its deadline passed, and starts a
 replacement in the background, so a warm one is usually waiting.
 

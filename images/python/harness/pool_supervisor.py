@@ -154,20 +154,6 @@ def reap():
             return
 
 
-def others_alive(spare):
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, spare):
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            return True
-    return False
-
-
 def empty(directory, mode):
     """Removes everything in `directory` and restores its mode; True if that worked."""
     def writable_again(_function, path, _exc):
@@ -236,7 +222,7 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
     reap()
     if not zygote.alive:
         return "the zygote was killed or stopped"
-    if others_alive(zygote.pid):
+    if supervisor.others_alive(spare=zygote.pid):
         return "a process outlived the run"
     for directory, mode in modes.items():
         if not empty(directory, mode):

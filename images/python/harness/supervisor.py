@@ -169,10 +169,10 @@ def kill_everything_else(wait_s=KILL_WAIT_S):
         time.sleep(0.01)
 
 
-def others_alive():
-    """Whether a process other than init and ourselves is still running (not a zombie)."""
+def others_alive(spare=None):
+    """Whether a process other than init, ourselves (and `spare`) is still running (not a zombie)."""
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, os.getpid()):
+        if not name.isdigit() or int(name) in (1, os.getpid(), spare):
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
