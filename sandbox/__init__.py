@@ -2,11 +2,12 @@
 
 __version__ = "0.1.0"
 
-from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
+from sandbox.errors import ClusterUnavailable, ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
 from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
 from sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
 
 __all__ = [
+    "ClusterUnavailable",
     "ContainerLost",
     "DEFAULT_IMAGE",
     "EngineUnavailable",

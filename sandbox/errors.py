@@ -6,6 +6,7 @@ must not turn it into a reward.
 
     SandboxError                 root of everything this package raises
     ├── EngineUnavailable        the Docker engine does not answer (or its disk is full)
+    │   └── ClusterUnavailable   no sandbox worker is left in the Ray cluster
     ├── ContainerLost            a run's container was stopped or removed from outside
     ├── ImageMissing             the sandbox image is not built
     ├── RuntimeMissing           the OCI runtime asked for is not registered
@@ -20,6 +21,11 @@ class SandboxError(Exception):
 
 class EngineUnavailable(SandboxError):
     """The Docker engine could not be reached, even after retrying."""
+
+
+class ClusterUnavailable(EngineUnavailable):
+    """No sandbox worker of the Ray backend is left to run a request (or
+    none could start), even after waiting for one."""
 
 
 class ContainerLost(SandboxError):

@@ -19,19 +19,27 @@ DEFAULT_MODE = "pooled"
 
 
 def make_sandbox(mode: str = DEFAULT_MODE, reuse: int | None = None, limits: Limits | None = None,
-                 **options: Any) -> Sandbox:
+                 ray: str | None = None, **options: Any) -> Sandbox:
     """A sandbox of this mode; `options` as `Sandbox` takes them; a pool
-    starts its first containers for `limits`.
+    starts its first containers for `limits`. With `ray` (an address, or
+    "auto"), a `RaySandbox` whose workers on the cluster's sandbox nodes each
+    run a sandbox of this mode and options (pip install 'rewardbox[ray]').
 
     >>> make_sandbox("warm")
     Traceback (most recent call last):
     ...
     ValueError: unknown sandbox mode 'warm' (modes: pooled, fresh, cold)
     """
+    if mode not in MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r} (modes: {', '.join(MODES)})")
+    if ray:
+        try:
+            from sandbox.ray_backend import RaySandbox
+        except ImportError as exc:
+            raise ImportError(f"the Ray backend needs Ray: pip install 'rewardbox[ray]' ({exc})") from exc
+        return RaySandbox(ray, mode=mode, reuse=reuse, limits=limits, **options)  # type: ignore[return-value]
     if mode == "pooled":
         return PooledSandbox(reuse=reuse or DEFAULT_REUSE, limits=limits, **options)
     if mode == "fresh":
         return PooledSandbox(reuse=1, limits=limits, **options)
-    if mode == "cold":
-        return Sandbox(**options)
-    raise ValueError(f"unknown sandbox mode {mode!r} (modes: {', '.join(MODES)})")
+    return Sandbox(**options)
