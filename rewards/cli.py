@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("-r", "--reward", default="correctness",
                        help="a registered reward or a mix such as 'correctness=0.9,format_one_code_block=0.1' "
                             f"(built in: {', '.join(configured_registry().names())}; default: correctness)")
-    score.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 2, help="containers at once")
+    score.add_argument("-j", "--workers", type=int, default=None,
+                       help="containers at once (default: the CPU count); with --ray, on each sandbox node")
     score.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
     score.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
     score.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                             "fresh: a new container per sample, started ahead; cold: a new container per sample, "
                             "on demand (README, Sandbox modes)")
     score.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
+    score.add_argument("--ray", metavar="ADDRESS", default=None,
+                       help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
+                            "belongs to); needs rewardbox[ray] (README, Ray)")
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     score.add_argument("-v", "--verbose", action="store_true")
     serve = commands.add_parser("serve", help="serve rewards over HTTP",
@@ -50,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("-r", "--reward", default="correctness", help="the reward when a request names none")
-    serve.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 2, help="containers at once")
+    serve.add_argument("-j", "--workers", type=int, default=None,
+                       help="containers at once (default: the CPU count); with --ray, on each sandbox node")
     serve.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
     serve.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
     serve.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
@@ -60,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                             "fresh: a new container per sample, started ahead; cold: a new container per sample, "
                             "on demand (README, Sandbox modes)")
     serve.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
+    serve.add_argument("--ray", metavar="ADDRESS", default=None,
+                       help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
+                            "belongs to); needs rewardbox[ray] (README, Ray)")
     serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
                        help="samples waiting before requests are refused with 503 and Retry-After")
     serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
@@ -76,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = LazySandbox(image=args.image, max_containers=args.workers, runtime=args.runtime, **_mode(args, limits))
+    sandbox = LazySandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
     reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)
     with _open(args.input, "r") as source, _open(args.output, "w") as sink:
         samples = [_sample(line, n) for n, line in enumerate(source, 1) if line.strip()]
@@ -121,8 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards.server import Service, create_app
 
     limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = make_sandbox(image=args.image, max_containers=args.workers, runtime=args.runtime,
-                           **_mode(args, limits))  # fails now if no engine
+    sandbox = make_sandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))  # fails now if no engine
     registry = configured_registry(sandbox=sandbox, limits=limits)
     registry.resolve(args.reward)  # an unknown default fails at start, not at the first request
     settings = ServerSettings(max_waiting_samples=args.max_waiting, max_completion_bytes=args.max_completion_bytes,
@@ -136,13 +143,21 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mode(args: argparse.Namespace, limits: Limits) -> dict:
-    """The sandbox options of --mode and --reuse; a pool warms its first
-    containers with the run's limits."""
+    """The sandbox options of --mode, --reuse, --workers and --ray; a pool
+    warms its first containers with the run's limits. On Ray, a node's worker
+    runs as many containers as its node has CPUs unless --workers says."""
     if args.reuse < 1:
         raise SandboxError("--reuse must be at least 1")
-    if args.mode == "cold":
-        return {"mode": "cold"}
-    return {"mode": args.mode, "reuse": args.reuse, "limits": limits}
+    if args.workers is not None and args.workers < 1:
+        raise SandboxError("--workers must be at least 1")
+    options: dict = {"mode": args.mode}
+    if args.workers is not None or not args.ray:
+        options["max_containers"] = args.workers or os.cpu_count() or 2
+    if args.mode != "cold":
+        options.update(reuse=args.reuse, limits=limits)
+    if args.ray:
+        options["ray"] = args.ray
+    return options
 
 
 def _sample(line: str, number: int) -> Sample | Future:

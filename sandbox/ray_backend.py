@@ -77,6 +77,7 @@ class SandboxWorker:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.runs = 0
 
     async def info(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "host": socket.gethostname(), "pid": os.getpid(),
@@ -86,6 +87,7 @@ class SandboxWorker:
         """The run's result, or the sandbox's own failure as a value (so the
         caller can tell it from the worker dying)."""
         self.in_flight += 1
+        self.runs += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             return await asyncio.wrap_future(self.sandbox.submit(request))
@@ -95,7 +97,9 @@ class SandboxWorker:
             self.in_flight -= 1
 
     async def stats(self) -> dict[str, Any]:
-        return {"sandbox": self.sandbox.stats().model_dump(), "in_flight": self.in_flight,
+        """Counters as this worker sees them: requests received (`runs`), at
+        once now (`running`) and at most (`peak_in_flight`), and its sandbox's."""
+        return {"sandbox": self.sandbox.stats().model_dump(), "runs": self.runs, "running": self.in_flight,
                 "peak_in_flight": self.peak_in_flight}
 
 

@@ -82,15 +82,19 @@ def __dir__() -> list[str]:
 
 def default_reward() -> Reward:
     """The reward adapters use when given none: one `CorrectnessReward` per
-    process, made on first use so that loading an adapter costs nothing."""
+    process, made on first use so that loading an adapter costs nothing.
+    With `REWARDBOX_RAY` set ("auto" or an address), its sandbox runs on the
+    sandbox nodes of that Ray cluster."""
     global _default
     with _default_lock:
         # A forked worker (Ray, a process pool) inherits the parent's reward with
         # its engine connection and threads, none of which work in the child.
         if _default is None or _default[0] != os.getpid():
             from rewards.correctness import CorrectnessReward
+            from sandbox import LazySandbox
 
-            _default = (os.getpid(), CorrectnessReward())
+            ray = os.environ.get("REWARDBOX_RAY", "").strip()
+            _default = (os.getpid(), CorrectnessReward(LazySandbox(ray=ray) if ray else None))
         return _default[1]
 
 

@@ -13,11 +13,14 @@ empty value counts as unset; a bad value raises `SettingsError` naming it):
     REWARDBOX_REWARD             registered reward name or composition spec; default "correctness"
     REWARDBOX_TIMEOUT_S          wall clock for a sample's tests; default Limits.timeout_s (10)
     REWARDBOX_MEMORY_MB          memory per container; default Limits.memory_mb (512)
-    REWARDBOX_WORKERS            containers running at once, per process; default Sandbox's (4)
+    REWARDBOX_WORKERS            containers running at once, per process (with REWARDBOX_RAY, per
+                                 sandbox node); default Sandbox's (4), on Ray the node's CPU count
     REWARDBOX_IMAGE              sandbox image; default sandbox.DEFAULT_IMAGE
     REWARDBOX_RUNTIME            OCI runtime, e.g. runsc (gVisor); default the engine's
     REWARDBOX_MODE               sandbox mode: pooled (default), fresh or cold (README, Sandbox modes)
     REWARDBOX_REUSE              pooled: samples per container at most; default 1000
+    REWARDBOX_RAY                score on the sandbox nodes of a Ray cluster: "auto" (the cluster this
+                                 process runs in) or an address; default unset, this machine's engine
     REWARDBOX_RETRY_S            how long a failure of ours is retried before raising; default Sandbox's (60)
     REWARDBOX_TIMEOUT_REWARD     reward for a timeout; default GradingPolicy's (-0.5)
     REWARDBOX_CRASH_REWARD       reward for a crash; default GradingPolicy's (-1.0)
@@ -98,6 +101,7 @@ class OpenRLHFSettings(BaseModel):
     runtime: str | None = Field(None, min_length=1, description="OCI runtime (runsc); None: the engine's default")
     mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description="sandbox mode (sandbox.modes)")
     reuse: int | None = Field(None, ge=1, description="pooled: samples per container at most; None: the default")
+    ray: str | None = Field(None, min_length=1, description="Ray cluster address or 'auto'; None: this machine's engine")
     workers: int | None = Field(None, ge=1, description="containers running at once per process; None: Sandbox's")
     retry_s: float | None = Field(None, ge=0, description="retry budget for failures of ours; None: Sandbox's")
     limits: Limits = Field(default_factory=Limits)
@@ -125,6 +129,7 @@ ENV_VARS: dict[str, tuple[str, ...]] = {
     "REWARDBOX_RUNTIME": ("runtime",),
     "REWARDBOX_MODE": ("mode",),
     "REWARDBOX_REUSE": ("reuse",),
+    "REWARDBOX_RAY": ("ray",),
     "REWARDBOX_RETRY_S": ("retry_s",),
     "REWARDBOX_TIMEOUT_REWARD": ("policy", "timeout_reward"),
     "REWARDBOX_CRASH_REWARD": ("policy", "crash_reward"),
@@ -179,7 +184,7 @@ def build_reward(settings: OpenRLHFSettings) -> Reward:
     from sandbox.modes import make_sandbox
 
     options = {"image": settings.image, "max_containers": settings.workers,
-               "runtime": settings.runtime, "retry_s": settings.retry_s, "reuse": settings.reuse}
+               "runtime": settings.runtime, "retry_s": settings.retry_s, "reuse": settings.reuse, "ray": settings.ray}
     if settings.mode != "cold":
         options["limits"] = settings.limits
     sandbox = make_sandbox(settings.mode, **{key: value for key, value in options.items() if value is not None})

@@ -544,3 +544,16 @@ def test_importing_the_adapters_imports_no_trainer_and_no_torch():
             "print(sorted(m for m in ('torch', 'trl', 'verl', 'flux', 'agentfly', 'twinkle') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_default_reward_goes_to_ray_when_rewardbox_ray_is_set(monkeypatch):
+    import rewards.adapters as adapters
+
+    monkeypatch.setattr(adapters, "_default", None)
+    monkeypatch.setenv("REWARDBOX_RAY", "127.0.0.1:6379")
+    reward = adapters.default_reward()
+    assert reward.code.sandbox.options == {"ray": "127.0.0.1:6379"} and not reward.code.sandbox.started
+
+    monkeypatch.setattr(adapters, "_default", None)
+    monkeypatch.delenv("REWARDBOX_RAY")
+    assert adapters.default_reward().code.sandbox.options == {}

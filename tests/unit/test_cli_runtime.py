@@ -5,6 +5,8 @@ No engine here: `score` gets an empty file (its lazy sandbox is never made),
 and `serve`'s sandbox is replaced by one that records its options and refuses to start.
 """
 
+import os
+
 import pytest
 
 from rewards import cli
@@ -72,3 +74,25 @@ def test_a_bad_reuse_is_a_clear_error(made, tmp_path, capsys):
 
     assert cli.main(["score", str(rollouts), "--reuse", "0"]) == 2
     assert "--reuse must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ([], {"max_containers": os.cpu_count() or 2}),
+    (["-j", "3"], {"max_containers": 3}),
+    (["--ray", "auto"], {"ray": "auto"}),  # each sandbox node runs as many containers as it has CPUs
+    (["--ray", "127.0.0.1:6379", "-j", "5"], {"ray": "127.0.0.1:6379", "max_containers": 5}),
+])
+def test_score_passes_ray_and_workers_to_its_sandbox(made, tmp_path, flags, expected):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+
+    assert cli.main(["score", str(rollouts), "-o", str(tmp_path / "out.jsonl"), "--no-progress", *flags]) == 0
+
+    [options] = made
+    assert {key: options[key] for key in ("ray", "max_containers") if key in options} == expected
+
+
+def test_serve_passes_ray_to_its_sandbox(made, capsys):
+    assert cli.main(["serve", "--ray", "auto", "--port", "0"]) == 2  # the refusing sandbox
+    assert [m.get("ray") for m in made] == ["auto"]
+    assert "max_containers" not in made[0]

@@ -256,8 +256,9 @@ def test_every_variable_reaches_its_setting():
         "REWARDBOX_RETRY_S": "30", "REWARDBOX_TIMEOUT_REWARD": "-0.25", "REWARDBOX_CRASH_REWARD": "-0.75",
         "REWARDBOX_NO_CODE_REWARD": "-2", "REWARDBOX_FORMAT_WEIGHT": "0.1", "REWARDBOX_MAX_STEPS": "5",
         "REWARDBOX_FEEDBACK_TEMPLATE": "plain", "REWARDBOX_MODE": "cold", "REWARDBOX_REUSE": "9",
+        "REWARDBOX_RAY": "auto",
     })
-    assert (settings.mode, settings.reuse) == ("cold", 9)
+    assert (settings.mode, settings.reuse, settings.ray) == ("cold", 9, "auto")
     assert (settings.limits.timeout_s, settings.limits.memory_mb) == (4.5, 256)
     assert (settings.workers, settings.image, settings.runtime, settings.retry_s) == (16, "me/box:1", "runsc", 30.0)
     assert (settings.policy.timeout_reward, settings.policy.crash_reward, settings.policy.no_code_reward) == (-0.25, -0.75, -2.0)
@@ -267,7 +268,7 @@ def test_every_variable_reaches_its_setting():
         "REWARDBOX_REWARD", "REWARDBOX_TIMEOUT_S", "REWARDBOX_MEMORY_MB", "REWARDBOX_WORKERS", "REWARDBOX_IMAGE",
         "REWARDBOX_RUNTIME", "REWARDBOX_RETRY_S", "REWARDBOX_TIMEOUT_REWARD", "REWARDBOX_CRASH_REWARD",
         "REWARDBOX_NO_CODE_REWARD", "REWARDBOX_FORMAT_WEIGHT", "REWARDBOX_MAX_STEPS", "REWARDBOX_FEEDBACK_TEMPLATE",
-        "REWARDBOX_MODE", "REWARDBOX_REUSE"}
+        "REWARDBOX_MODE", "REWARDBOX_REUSE", "REWARDBOX_RAY"}
 
 
 def test_unset_and_empty_variables_keep_the_defaults():
@@ -347,6 +348,12 @@ def test_a_composition_spec_gets_the_same_sandbox_and_policy(recorded_sandbox):
     assert (weight, format_weight) == pytest.approx((0.9, 0.1))
     code = _code_reward(correctness)
     assert code.sandbox.kwargs == {"image": "me/box:2", "limits": code.limits} and code.policy.crash_reward == -0.3
+
+
+def test_rewardbox_ray_sends_the_sandbox_to_the_cluster(recorded_sandbox):
+    reward = adapter.build_reward(adapter.settings_from_env({"REWARDBOX_RAY": "auto", "REWARDBOX_MODE": "fresh"}))
+    code = _code_reward(reward)
+    assert (code.sandbox.mode, code.sandbox.kwargs["ray"]) == ("fresh", "auto")
 
 
 def test_a_format_weight_mixes_in_the_one_code_block_format(recorded_sandbox):
