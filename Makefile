@@ -7,14 +7,14 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker soak bench clean
+.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker test-ray soak bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 $(BIN)/rewardbox: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch,ray]'
 	@touch $@
 
 install: $(BIN)/rewardbox ## install rewardbox and its test tools into .venv
@@ -38,8 +38,9 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image gvisor ## run both test tiers (unit, then docker; pooled mode), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
-	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests
+test: install sandbox-image gvisor ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules --ignore=tests/ray sandbox rewards tests
+	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
 	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
 
@@ -48,6 +49,9 @@ test-unit: install ## run the unit tier only (no Docker needed)
 
 test-docker: install sandbox-image ## run the docker tier only
 	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
+
+test-ray: install sandbox-image ## run the Ray tier only: a local cluster of node processes, in a network namespace holding only loopback (root)
+	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 
 soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full concurrency: leaks, memory; bench/results/soak.json
 	@mkdir -p bench/results

@@ -48,8 +48,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
 
 REPO = Path(__file__).parents[1]
-MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-fresh", "rewardbox-cold")
-DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold"
+MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-fresh", "rewardbox-cold", "rewardbox-ray")
+DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
+LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
 IMAGE = "rewardbox/python:0.1.0"
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
@@ -282,10 +283,36 @@ class RewardBox:
         self.sandbox.close()
 
 
+class RewardBoxRay(RewardBox):
+    """The default (pooled) sandbox through the Ray backend: a local cluster of
+    two node processes, each with a worker running half the containers. Its
+    Ray processes are not this process's children: host CPU is not counted."""
+
+    def __init__(self, workers: int, limits):
+        from rewards import CodeReward
+        from sandbox.ray_backend import RaySandbox
+        from sandbox.ray_local import LocalCluster
+
+        self.cluster = LocalCluster(nodes=2, cpus=1)
+        self.cluster.start()
+        self.sandbox = RaySandbox(self.cluster.address, mode="pooled", max_containers=max(1, workers // 2))
+        self.reward = CodeReward(self.sandbox, limits=limits)
+        self.as_pytest = False
+
+    @property
+    def container_ids(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        self.sandbox.close()
+        self.cluster.stop()
+
+
 CONTESTANTS = {"bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
                "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True),
                "rewardbox-fresh": lambda workers, limits: RewardBox(workers, limits, mode="fresh"),
-               "rewardbox-cold": lambda workers, limits: RewardBox(workers, limits, mode="cold")}
+               "rewardbox-cold": lambda workers, limits: RewardBox(workers, limits, mode="cold"),
+               "rewardbox-ray": RewardBoxRay}
 
 
 def cpu_s(usage: resource.struct_rusage) -> float:
@@ -444,7 +471,9 @@ def measure(mode: str, items_file: Path, workers: int, timeout_s: float) -> dict
     """Runs one contestant in a process of its own while sampling the engine."""
     idle_rate = idle_engine_rate()
     with tempfile.NamedTemporaryFile(suffix=".json") as out, EngineSampler() as sampler:
-        subprocess.run([sys.executable, __file__, "--contestant", mode, "--items", str(items_file),
+        # Ray's nodes stay on loopback only in a network namespace of their own (sandbox/ray_local.py).
+        prefix = [str(LOOPBACK_ONLY)] if mode == "rewardbox-ray" else []
+        subprocess.run([*prefix, sys.executable, __file__, "--contestant", mode, "--items", str(items_file),
                         "--workers", str(workers), "--timeout-s", str(timeout_s), "--out", out.name], check=True)
         figures = json.loads(Path(out.name).read_text())
     ours = set(figures.pop("container_ids"))
@@ -503,6 +532,8 @@ def table(rows: list[dict], diffs: dict[str, list[str]], off_expected: dict[str,
     for r in rows:
         cpu = (f"{r['cpu_per_sample_s']:.3f} ({r['host_cpu_per_sample_s']:.3f}+{r['engine_cpu_per_sample_s']:.3f}"
                f"+{r['container_cpu_per_sample_s']:.3f})")
+        if r["mode"] == "rewardbox-ray":  # its workers and containers are not this process's to count
+            cpu = "- (not counted)"
         lines.append((r["mode"], f"{r['samples_per_s']:.2f}", ratio(r, "bare"), ratio(r, "docker-run"),
                       f"{r['p50_s']:.2f}", f"{r['p90_s']:.2f}", f"{r['p99_s']:.2f}",
                       f"{r['p99_calm_s'] / r['p50_calm_s']:.2f}" if r["p50_calm_s"] else "-", cpu, f"{r['peak_rss_mib']:.0f}",
@@ -535,6 +566,11 @@ def bench(args) -> int:
     expected = {i["id"]: i["expected"] for i in items}
     off_expected = {mode: sum(r["verdict"] != expected[r["id"]] for r in f["results"]) for mode, f in runs.items()}
     print(table(rows, diffs, off_expected))
+    by_mode = {r["mode"]: r for r in rows}
+    if "rewardbox-ray" in by_mode and "rewardbox" in by_mode:
+        print(f"rewardbox-ray vs rewardbox (the local backend, same containers in all): "
+              f"{by_mode['rewardbox-ray']['samples_per_s'] / by_mode['rewardbox']['samples_per_s']:.2f}x; "
+              "rewardbox-ray's host CPU leaves out the Ray processes")
     print(f"diffs: non-hostile samples whose verdict class or reward differs from {modes[0]}'s; "
           "off expected: samples (hostile included) whose class is not the one they were built for; "
           "p99/p50 calm: over the samples that hit no limit (no timeout, no out of memory)")
