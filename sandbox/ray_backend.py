@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -95,6 +96,11 @@ class SandboxWorker:
             return exc
         finally:
             self.in_flight -= 1
+
+    def __ray_shutdown__(self) -> None:
+        """Ray calls this when the worker ends on purpose (its maker exited,
+        or it was killed by name): the pool's idle containers go with it."""
+        self.sandbox.close()
 
     async def stats(self) -> dict[str, Any]:
         """Counters as this worker sees them: requests received (`runs`), at
@@ -162,6 +168,7 @@ class RaySandbox:
         # Ray runs future callbacks on its own thread, which must not call into
         # Ray (ray.kill there deadlocks): they hand their news to the dispatcher.
         self._news: deque[tuple] = deque()
+        self._sent: set[_Job] = set()  # requests on a worker, until their news is handled
         self._workers: dict[str, _Worker] = {}
         self._failed_nodes: dict[str, float] = {}  # node id -> when its worker failed to start
         self._closed = False
@@ -171,7 +178,10 @@ class RaySandbox:
         self._no_workers_since: float | None = None
         self._start_workers()
         self._await_first_worker()
-        self._thread = threading.Thread(target=self._dispatch, name="rewardbox-ray-dispatch", daemon=True)
+        self._gcs_address = ray.get_runtime_context().gcs_address
+        # The thread holds the sandbox only while it works: one nobody holds any more stops.
+        self._thread = threading.Thread(target=_dispatch, args=(weakref.ref(self),), name="rewardbox-ray-dispatch",
+                                        daemon=True)
         self._thread.start()
 
     # The interface of `Sandbox`.
@@ -234,11 +244,10 @@ class RaySandbox:
         """Refresh every live worker's counters now (for tests and benchmarks)."""
         with self._cond:
             workers = [w for w in self._workers.values() if w.alive and w.ready]
-        refs = [w.actor.stats.remote() for w in workers]
-        for worker, ref in zip(workers, refs):
+        for worker in workers:
             try:
-                stats = ray.get(ref, timeout=timeout_s)
-            except ray.exceptions.RayError:
+                stats = ray.get(worker.actor.stats.remote(), timeout=timeout_s)
+            except Exception:  # noqa: BLE001 - a dead worker shows on its next request
                 continue
             with self._cond:
                 worker.stats = stats
@@ -250,19 +259,14 @@ class RaySandbox:
         self.close()
 
     def close(self) -> None:
-        """Stops dispatching; requests still waiting fail with `SandboxError`.
-        The workers stay for the other processes that use them; they go with
-        the process that made them."""
+        """Takes no more requests and returns once those it has are answered
+        (as `Sandbox.close` does), by a worker or, with none left, by the
+        bounded wait's error. The workers stay for the other processes that
+        use them; they go with the process that made them."""
         with self._cond:
-            if self._closed:
-                return
             self._closed = True
-            waiting = list(self._queue)
-            self._queue.clear()
             self._cond.notify_all()
-        for job in waiting:
-            _settle(job.future, exception=SandboxError("the Ray sandbox was closed before the request ran"))
-        self._thread.join(timeout=10)
+        self._thread.join()
 
     # Workers.
 
@@ -283,18 +287,20 @@ class RaySandbox:
                     if current is not None and current.alive:
                         continue
                 try:
-                    actor = ray.remote(SandboxWorker).options(
+                    actor = _worker_class().options(
                         name=name, namespace=NAMESPACE, get_if_exists=True, max_restarts=0, num_cpus=0,
                         resources={self.resource: WORKER_SHARE}, max_concurrency=1000,
                         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                     ).remote(self.options)
-                except (ValueError, ray.exceptions.RayError) as exc:  # the node went away meanwhile
+                    ready = actor.info.remote()
+                except Exception as exc:  # noqa: BLE001 - the node went away meanwhile, or the name holds a dead worker
                     log.warning("could not start a sandbox worker on node %s: %s", node_id[:12], exc)
+                    self._failed_nodes[node_id] = now
                     continue
                 worker = _Worker(name=name, node_id=node_id, actor=actor)
                 with self._cond:
                     self._workers[name] = worker
-                actor.info.remote().future().add_done_callback(lambda f, w=worker: self._tell("started", w, f))
+                ready.future().add_done_callback(lambda f, w=worker: self._tell("started", w, f))
 
     def _tell(self, *news: Any) -> None:
         with self._cond:
@@ -370,47 +376,65 @@ class RaySandbox:
 
     # Dispatching.
 
-    def _dispatch(self) -> None:
-        next_refresh = time.monotonic() + REFRESH_S
-        while True:
-            step, worker, job = self._next_step(next_refresh)
-            if step == "closed":
-                return
-            if step == "news":
-                self._handle_news()
-            elif step == "no workers":
-                self._without_workers()
-            elif step == "refresh":
-                next_refresh = time.monotonic() + REFRESH_S
-                self._refresh()
-            else:
-                self._send(worker, job)
+    def _step(self, next_refresh: float) -> float | None:
+        """One step of the dispatcher: the next refresh time, or None to stop."""
+        if self._cluster_gone():
+            self._fail_all(ClusterUnavailable(f"this process left the Ray cluster at {self.address} (ray.shutdown)"))
+            return None
+        step, worker, job = self._next_step(next_refresh)
+        if step == "closed":
+            return None
+        if step == "news":
+            self._handle_news()
+        elif step == "no workers":
+            self._without_workers()
+        elif step == "refresh":
+            next_refresh = time.monotonic() + REFRESH_S
+            self._refresh()
+        elif step == "send":
+            self._send(worker, job)
+        return next_refresh
+
+    def _cluster_gone(self) -> bool:
+        # Checked before any other Ray call: after ray.shutdown() those would start a local Ray of their own.
+        return not ray.is_initialized() or ray.get_runtime_context().gcs_address != self._gcs_address
+
+    def _fail_all(self, error: SandboxError) -> None:
+        with self._cond:
+            self._closed = True
+            waiting = [*self._queue, *self._sent]
+            self._queue.clear()
+            self._sent.clear()
+            self._cond.notify_all()
+        for job in waiting:
+            _settle(job.future, exception=error)
 
     def _next_step(self, next_refresh: float) -> tuple[str, Any, Any]:
         """Waits for something to do: a request and a worker with room for it
         (least work per container first), no worker left, or a refresh due."""
         with self._cond:
-            while True:
-                if self._closed:
-                    return "closed", None, None
-                if self._news:
-                    return "news", None, None
-                alive = [w for w in self._workers.values() if w.alive]
-                if not alive:
-                    return "no workers", None, None
-                self._no_workers_since = None
-                now = time.monotonic()
-                if now >= next_refresh:
-                    return "refresh", None, None
-                free = [w for w in alive if w.ready and w.in_flight < w.capacity]
-                if self._queue and free:
-                    job = self._queue.popleft()
-                    worker = min(free, key=lambda w: (w.in_flight / w.containers, w.in_flight))
-                    worker.in_flight += 1
-                    job.attempts += 1
-                    self._cond.notify_all()  # room in the queue for a blocked submit
-                    return "send", worker, job
-                self._cond.wait(min(1.0, next_refresh - now))
+            if self._news:
+                return "news", None, None
+            if self._closed and not self._queue and not self._sent:
+                return "closed", None, None
+            alive = [w for w in self._workers.values() if w.alive]
+            if not alive:
+                return "no workers", None, None
+            self._no_workers_since = None
+            now = time.monotonic()
+            if now >= next_refresh:
+                return "refresh", None, None
+            free = [w for w in alive if w.ready and w.in_flight < w.capacity]
+            if self._queue and free:
+                job = self._queue.popleft()
+                worker = min(free, key=lambda w: (w.in_flight / w.containers, w.in_flight))
+                worker.in_flight += 1
+                job.attempts += 1
+                self._sent.add(job)
+                self._cond.notify_all()  # room in the queue for a blocked submit
+                return "send", worker, job
+            self._cond.wait(min(1.0, next_refresh - now))
+            return "idle", None, None  # back to the thread's loop, which holds the sandbox only weakly
 
     def _send(self, worker: _Worker, job: _Job) -> None:
         try:
@@ -430,6 +454,7 @@ class RaySandbox:
             value, error = None, exc
         with self._cond:
             worker.in_flight -= 1
+            self._sent.discard(job)
             self._cond.notify_all()
         if error is not None and not isinstance(error, SandboxError):
             self._lose(worker, error)
@@ -451,15 +476,9 @@ class RaySandbox:
                 f"a request lost {job.attempts} sandbox workers in a row (last: {cause}); it is not tried again"))
             return
         with self._cond:
-            if self._closed:
-                closed = True
-            else:
-                closed = False
-                self._queue.appendleft(job)
-                self._redispatched += 1
-                self._cond.notify_all()
-        if closed:
-            _settle(job.future, exception=SandboxError("the Ray sandbox was closed before the request ran"))
+            self._queue.appendleft(job)
+            self._redispatched += 1
+            self._cond.notify_all()
 
     def _without_workers(self) -> None:
         """No worker is left: look for nodes; after the bounded wait, fail what waits."""
@@ -482,7 +501,7 @@ class RaySandbox:
         except ray.exceptions.RayError as exc:
             log.warning("could not look for sandbox nodes: %s", exc)
         with self._cond:
-            if not any(w.alive for w in self._workers.values()) and not self._closed and not self._news:
+            if not any(w.alive for w in self._workers.values()) and not self._news:
                 self._cond.wait(1.0)
 
     def _refresh(self) -> None:
@@ -493,9 +512,15 @@ class RaySandbox:
             log.warning("could not look for sandbox nodes: %s", exc)
         with self._cond:
             workers = [w for w in self._workers.values() if w.alive and w.ready]
-            self._workers = {name: w for name, w in self._workers.items() if w.alive}
+            # A dead worker stays while its requests' news is on the way.
+            self._workers = {name: w for name, w in self._workers.items() if w.alive or w.in_flight}
         for worker in workers:
-            worker.actor.stats.remote().future().add_done_callback(lambda f, w=worker: self._tell("polled", w, f))
+            try:
+                ref = worker.actor.stats.remote()
+            except Exception as exc:  # noqa: BLE001 - Ray already knows the worker is gone
+                self._lose(worker, exc)
+                continue
+            ref.future().add_done_callback(lambda f, w=worker: self._tell("polled", w, f))
 
     def _polled(self, worker: _Worker, future: Future) -> None:
         try:
@@ -504,6 +529,34 @@ class RaySandbox:
             return
         with self._cond:
             worker.stats = stats
+
+
+def _dispatch(box_ref: "weakref.ref[RaySandbox]") -> None:
+    """The dispatcher's thread: steps while the sandbox is held and open."""
+    box = box_ref()
+    next_refresh = time.monotonic() + REFRESH_S
+    while box is not None:
+        try:
+            step = box._step(next_refresh)
+        except Exception:  # noqa: BLE001 - the dispatcher must outlive any surprise, or every request waits forever
+            log.exception("the Ray sandbox's dispatcher hit an unexpected error; it goes on")
+            time.sleep(0.1)
+            step = next_refresh
+        if step is None:
+            return
+        next_refresh = step
+        del box
+        box = box_ref()
+
+
+_WORKER_CLASS: Any = None
+
+
+def _worker_class() -> Any:
+    global _WORKER_CLASS
+    if _WORKER_CLASS is None:
+        _WORKER_CLASS = ray.remote(SandboxWorker)
+    return _WORKER_CLASS
 
 
 def _connect(address: str | None) -> None:

@@ -44,16 +44,17 @@ FAST_FAILURE_DETECTION = {
 class LocalCluster:
     """`nodes` node processes (the first is the head), each with `cpus` CPUs
     and `sandbox` units of the sandbox resource (0: a node without an engine,
-    like a GPU node)."""
+    like a GPU node); `node_env` adds environment variables to single nodes."""
 
     def __init__(self, nodes: int = 2, cpus: int = 1, sandbox: float | list[float] = 1, loopback_only: bool = True,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, node_env: dict[int, dict[str, str]] | None = None):
         self.amounts = sandbox if isinstance(sandbox, list) else [sandbox] * nodes
         if len(self.amounts) != nodes or nodes < 1:
             raise ValueError("one sandbox amount per node, and at least one node")
         self.cpus = cpus
         self.loopback_only = loopback_only
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAST_FAILURE_DETECTION, **(env or {})}
+        self.node_env = node_env or {}  # more variables for one node (its workers inherit them)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rbray-", dir="/tmp"))  # short: Ray's socket paths have a limit
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -101,7 +102,8 @@ class LocalCluster:
         log = open(self.temp_dir / f"node-{index}.log", "wb")
         # A session of its own: kill_node() kills the node's every process at once.
         # SIGTERM when this process dies: `ray start --block` then stops its node.
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **self.node_env.get(index, {})},
+                                start_new_session=True,
                                 preexec_fn=_terminate_with_parent)
 
     def alive_nodes(self) -> list[dict]:

@@ -8,9 +8,14 @@ so this tier runs in a network namespace holding only `lo`
 before a node starts, rather than send traffic off loopback.
 """
 
+import os
 import socket
 import sys
 from pathlib import Path
+
+# A Ray call after ray.shutdown() would start a local Ray instance of its own
+# (outside the cluster, off loopback, leaving files in ~/.ray): make it an error.
+os.environ["RAY_ENABLE_AUTO_CONNECT"] = "0"
 
 import pytest
 
@@ -23,6 +28,8 @@ def pytest_collection_modifyitems(config, items):
         if HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.docker)
             item.add_marker(pytest.mark.ray)
+            # A dispatcher thread that dies would leave requests waiting forever: fail the test.
+            item.add_marker(pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"))
 
 
 @pytest.fixture(scope="session", autouse=True)

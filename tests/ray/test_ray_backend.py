@@ -19,7 +19,7 @@ from test_modes import LIMITS, SAMPLES
 
 from rewards import CorrectnessReward, Sample
 from rewards.adapters import openrlhf
-from sandbox import RunRequest
+from sandbox import RunRequest, SandboxError
 from sandbox.modes import make_sandbox
 from sandbox.ray_backend import RaySandbox
 from sandbox.ray_local import LocalCluster
@@ -125,6 +125,18 @@ def test_backpressure_bounds_work_in_flight_and_waiting(cluster):
     box.close()
 
 
+def test_close_answers_every_request_it_took(cluster):
+    box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)
+    futures = [box.submit(RunRequest(files={"solution.py": f"import time\ntime.sleep(0.2)\nx = {i}"},
+                                     tests={"test_x.py": f"from solution import x\ndef test_x(): assert x == {i}"},
+                                     limits=LIMITS)) for i in range(12)]
+    box.close()  # as Sandbox.close: what was taken is run, nothing new is taken
+    assert all(f.done() for f in futures)
+    assert [f.result().verdict.value for f in futures] == ["passed"] * 12
+    with pytest.raises(SandboxError, match="closed"):
+        box.submit(RunRequest(files={"solution.py": "x = 1"}, tests={"test_x.py": "def test_x(): pass"}))
+
+
 def test_the_openrlhf_file_loaded_by_path_scores_on_ray(cluster, ray_box, monkeypatch):
     monkeypatch.setenv("REWARDBOX_RAY", cluster.address)
     monkeypatch.setenv("REWARDBOX_TIMEOUT_S", str(LIMITS.timeout_s))
@@ -138,6 +150,7 @@ def test_the_openrlhf_file_loaded_by_path_scores_on_ray(cluster, ray_box, monkey
         out = module.reward_func([s.completion for s in samples], [""] * len(samples), [s.label for s in samples])
         built = openrlhf._PROCESS.reward  # the reward the file built from the environment
         assert isinstance(built.code.sandbox, RaySandbox)
+        built.code.sandbox.close()
     finally:
         openrlhf.reset()
     expected = CorrectnessReward(ray_box, limits=LIMITS).score_many(samples)

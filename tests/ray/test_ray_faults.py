@@ -12,7 +12,7 @@ import ray
 from test_modes import LIMITS, SAMPLES
 
 from rewards import CodeReward, Sample
-from sandbox import ClusterUnavailable, RunRequest
+from sandbox import ClusterUnavailable, RunRequest, SandboxError
 from sandbox.ray_backend import RaySandbox, WorkerLost
 from sandbox.ray_local import LocalCluster
 
@@ -111,3 +111,37 @@ def test_only_sandbox_nodes_get_workers_and_none_left_is_a_clear_error():
         # A sandbox asked for on a cluster with no sandbox node fails at once.
         with pytest.raises(ClusterUnavailable, match="no sandbox worker could start"):
             RaySandbox(cluster.address, mode="pooled", limits=LIMITS, wait_for_workers_s=3)
+
+
+def test_a_node_whose_engine_does_not_answer_gets_no_worker_and_a_warning():
+    # The second node's workers reach no engine (as on a node whose engine is down).
+    with LocalCluster(nodes=2, node_env={1: {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}}) as cluster:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=2)
+            results = box.run_many([slow(i) for i in range(8)])
+            wait_until(lambda: box.cluster_stats()["workers_lost"] >= 1, what="the broken node's worker to fail")
+        assert [r.verdict.value for r in results] == ["passed"] * 8
+        assert {w["node_id"] for w in box.cluster_stats()["workers"]} == {cluster.node_id(0)}
+        lost = [str(w.message) for w in caught if issubclass(w.category, WorkerLost)]
+        assert any(cluster.node_id(1)[:12] in m and "could not start" in m for m in lost), lost
+        box.close()
+
+
+def test_leaving_the_cluster_answers_what_waits_and_starts_no_ray_of_its_own():
+    cluster = LocalCluster(nodes=1)
+    cluster.start()
+    try:
+        box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=1, retry_s=20)
+        futures = [box.submit(slow(i)) for i in range(6)]
+    finally:
+        cluster.stop()  # ray.shutdown() in this process, then every node process killed
+    for future in futures:  # answered, not left waiting: done, or our failure
+        try:
+            assert future.result(timeout=30).verdict.value == "passed"
+        except ClusterUnavailable as exc:
+            assert "left the Ray cluster" in str(exc)
+    time.sleep(1.5)  # the dispatcher's next steps
+    assert not ray.is_initialized()
+    with pytest.raises(SandboxError, match="closed"):
+        box.submit(slow(0))
