@@ -97,11 +97,6 @@ class SandboxWorker:
         finally:
             self.in_flight -= 1
 
-    def __ray_shutdown__(self) -> None:
-        """Ray calls this when the worker ends on purpose (its maker exited,
-        or it was killed by name): the pool's idle containers go with it."""
-        self.sandbox.close()
-
     async def stats(self) -> dict[str, Any]:
         """Counters as this worker sees them: requests received (`runs`), at
         once now (`running`) and at most (`peak_in_flight`), and its sandbox's."""
