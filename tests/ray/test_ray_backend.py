@@ -157,6 +157,36 @@ def test_the_openrlhf_file_loaded_by_path_scores_on_ray(cluster, ray_box, monkey
     assert out["rewards"].tolist() == pytest.approx([o.reward if o.reward is not None else 0.0 for o in expected])
 
 
+def test_the_openrlhf_file_inside_a_ray_actor_scores_on_its_cluster(cluster, ray_box):
+    """As OpenRLHF runs it: imported by path inside a Ray actor of the job,
+    REWARDBOX_RAY=auto from the job's runtime environment."""
+    import ray
+
+    env = {"REWARDBOX_RAY": "auto", "REWARDBOX_TIMEOUT_S": str(LIMITS.timeout_s),
+           "REWARDBOX_MEMORY_MB": str(LIMITS.memory_mb)}
+
+    @ray.remote(num_cpus=0, runtime_env={"env_vars": env})
+    class RewardActor:
+        def __init__(self, path: str):
+            spec = importlib.util.spec_from_file_location("reward_func", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.reward_func = module.reward_func
+
+        def score(self, queries, prompts, labels):
+            out = self.reward_func(queries, prompts, labels)
+            return out["rewards"].tolist(), type(openrlhf._PROCESS.reward.code.sandbox).__name__
+
+    samples = MIXED_SAMPLES
+    actor = RewardActor.remote(str(ROOT / "examples" / "openrlhf" / "reward_func.py"))
+    rewards, sandbox_type = ray.get(actor.score.remote([s.completion for s in samples], [""] * len(samples),
+                                                       [s.label for s in samples]), timeout=240)
+    ray.kill(actor)
+    expected = CorrectnessReward(ray_box, limits=LIMITS).score_many(samples)
+    assert sandbox_type == "RaySandbox"
+    assert rewards == pytest.approx([o.reward if o.reward is not None else 0.0 for o in expected])
+
+
 def test_trl_and_verl_adapters_score_on_ray(cluster, monkeypatch, local_grades):
     import rewards.adapters as adapters
     from rewards.adapters import make_compute_score, trl_reward
