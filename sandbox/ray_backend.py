@@ -348,7 +348,7 @@ class RaySandbox:
     def _none_left(self, what: str) -> str:
         return (f"{what} in the Ray cluster at {self.address}: no live node advertises the resource "
                 f"{self.resource!r} with a working Docker engine and the image {self.image}. Start sandbox nodes with "
-                f"`ray start --resources='{{\"{self.resource}\": 1}}'` (README, Ray).")
+                f"`ray start --resources='{{\"{self.resource}\": 1}}'` (README, Scaling out on Ray).")
 
     def _lose(self, worker: _Worker, cause: BaseException | str, what: str = "was lost") -> None:
         with self._cond:
