@@ -32,20 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("-r", "--reward", default="correctness",
                        help="a registered reward or a mix such as 'correctness=0.9,format_one_code_block=0.1' "
                             f"(built in: {', '.join(configured_registry().names())}; default: correctness)")
-    score.add_argument("-j", "--workers", type=int, default=None,
-                       help="containers at once (default: the CPU count); with --ray, on each sandbox node")
-    score.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
-    score.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
-    score.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
-    score.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
-    score.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
-                       help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
-                            "fresh: a new container per sample, started ahead; cold: a new container per sample, "
-                            "on demand (README, Sandbox modes)")
-    score.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
-    score.add_argument("--ray", metavar="ADDRESS", default=None,
-                       help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
-                            "belongs to); needs rewardbox[ray] (README, Ray)")
+    _sandbox_arguments(score)
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     score.add_argument("-v", "--verbose", action="store_true")
     serve = commands.add_parser("serve", help="serve rewards over HTTP",
@@ -54,20 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("-r", "--reward", default="correctness", help="the reward when a request names none")
-    serve.add_argument("-j", "--workers", type=int, default=None,
-                       help="containers at once (default: the CPU count); with --ray, on each sandbox node")
-    serve.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
-    serve.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
-    serve.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
-    serve.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
-    serve.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
-                       help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
-                            "fresh: a new container per sample, started ahead; cold: a new container per sample, "
-                            "on demand (README, Sandbox modes)")
-    serve.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
-    serve.add_argument("--ray", metavar="ADDRESS", default=None,
-                       help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
-                            "belongs to); needs rewardbox[ray] (README, Ray)")
+    _sandbox_arguments(serve)
     serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
                        help="samples waiting before requests are refused with 503 and Retry-After")
     serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
@@ -80,6 +54,24 @@ def main(argv: list[str] | None = None) -> int:
     except (SandboxError, UnknownRewardError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
+
+
+def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
+    """The options of the sandbox, the same for `score` and `serve`."""
+    command.add_argument("-j", "--workers", type=int, default=None,
+                         help="containers at once (default: the CPU count); with --ray, on each sandbox node")
+    command.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
+    command.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
+    command.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
+    command.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
+    command.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                         help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
+                              "fresh: a new container per sample, started ahead; cold: a new container per sample, "
+                              "on demand (README, Sandbox modes)")
+    command.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
+    command.add_argument("--ray", metavar="ADDRESS", default=None,
+                         help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
+                              "belongs to); needs rewardbox[ray] (README, Scaling out on Ray)")
 
 
 def _score(args: argparse.Namespace) -> int:
