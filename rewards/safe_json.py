@@ -1,0 +1,55 @@
+"""JSON from untrusted text with its nesting bounded before the (recursive)
+parse: a label or a CLI line nested thousands deep is refused with a clear
+error, never a `RecursionError` from the decoder. Linear in the text's size.
+"""
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+# Deeper than any dataset's labels (trees as nested lists stay far below);
+# far below the decoder's recursion limit, whatever the caller's stack depth.
+MAX_JSON_DEPTH = 200
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # disjoint alternatives: no backtracking
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested deeper than the bound."""
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in `text` (strings ignored).
+
+    >>> json_depth('{"a": [1, [2]], "b": "[[[["}')
+    3
+    """
+    if text.count("[") + text.count("{") <= 1:
+        return text.count("[") + text.count("{")
+    brackets = "".join(c for c in _STRING.sub("", text) if c in _STEP)
+    return max(accumulate(_STEP[c] for c in brackets), default=0)
+
+
+def loads(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads`, refusing (`JSONTooDeep`, a `ValueError`) JSON nested
+    deeper than `max_depth`; bytes must be UTF-8 (else `UnicodeDecodeError`,
+    also a `ValueError`).
+
+    >>> loads('[[1]]')
+    [[1]]
+    >>> try:
+    ...     loads("[" * 5000 + "]" * 5000)
+    ... except JSONTooDeep as exc:
+    ...     print(exc)
+    JSON nested 5000 deep, over the limit of 200
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if text.count("[") + text.count("{") > max_depth and (depth := json_depth(text)) > max_depth:
+        raise JSONTooDeep(f"JSON nested {depth} deep, over the limit of {max_depth}")
+    try:
+        return json.loads(text)
+    except RecursionError:  # the bound above makes this unreachable; kept as the last guard
+        raise JSONTooDeep(f"JSON nested too deep to decode (limit {max_depth})") from None
