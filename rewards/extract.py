@@ -3,16 +3,19 @@
 import ast
 import re
 
-from rewards.syntax import parse
+from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 
 # Chat-template markers and end-of-sequence tokens that decoding with special
 # tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
 _CHAT_TOKENS = re.compile(r"<\|[A-Za-z0-9_]+\|>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]")
 # Tokens that also occur in ordinary code ("<s>" in an HTML string) are only
 # removed where a tokenizer puts them: at the very start or end.
-_EDGE_TOKENS = re.compile(r"^(?:\s*(?:<s>|<bos>))+|(?:(?:</s>|<eos>|<pad>)\s*)+$")
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
-_OPEN_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*\n(.*)\Z", re.DOTALL | re.MULTILINE)
+_LEADING_TOKENS = ("<s>", "<bos>")
+_TRAILING_TOKENS = ("</s>", "<eos>", "<pad>")
+# A fence line and its language tag; matched at a line's start only, so one
+# pass over the lines finds the blocks (a regex spanning lines backtracks
+# quadratically on hostile text).
+_FENCE_LINE = re.compile(r"[ \t]*```[ \t]*([\w+\-.]*)")
 _PYTHON_TAGS = {"", "python", "python3", "py"}
 _CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if __name__)", re.MULTILINE)
 
@@ -23,7 +26,7 @@ def strip_completion(completion: str, prompt: str | None = None, keep_think: boo
     text = completion
     if prompt and text.startswith(prompt):
         text = text[len(prompt):]
-    text = _EDGE_TOKENS.sub("", _CHAT_TOKENS.sub("", text))
+    text = _strip_edge_tokens(_CHAT_TOKENS.sub("", text))
     if keep_think:
         return text
     text = _drop_think_blocks(text)
@@ -46,10 +49,9 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     True
     """
     text = strip_completion(completion, prompt)
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text)]
-    if not blocks:
-        trailing = _OPEN_FENCE.search(text)  # generation cut off inside a block
-        blocks = [(trailing.group(1).lower(), trailing.group(2))] if trailing else []
+    blocks, unclosed = _fenced_blocks(text)
+    if not blocks and unclosed is not None:  # generation cut off inside a block
+        blocks = [unclosed]
     tagged = [body for tag, body in blocks if tag in _PYTHON_TAGS and tag]
     python = tagged or [body for tag, body in blocks if tag in _PYTHON_TAGS]  # an untagged block after
     if python:                                                                # the code is often its output
@@ -61,9 +63,59 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     return code if code.strip() else None
 
 
+def _fenced_blocks(text: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
+    """The closed fenced blocks as (lower-case tag, body), and the block left
+    open at the end, if any. A fence line opens a block when it ends in a
+    newline; the next fence line closes it, whatever follows its backticks.
+    One pass over the lines: linear in the text."""
+    blocks: list[tuple[str, str]] = []
+    tag, body_start = None, 0
+    pos, size = 0, len(text)
+    while (backticks := text.find("```", pos)) >= 0:  # lines without backticks are skipped in C
+        line = text.rfind("\n", pos, backticks) + 1 or pos
+        end = text.find("\n", backticks)
+        end = size if end < 0 else end
+        fence = _FENCE_LINE.match(text, line, end)
+        if fence is not None:
+            if tag is not None:
+                blocks.append((tag, text[body_start:line]))
+                tag = None
+            elif end < size:
+                tag, body_start = fence.group(1).lower(), end + 1
+        pos = end + 1
+    return blocks, (tag, text[body_start:]) if tag is not None else None
+
+
+def _strip_edge_tokens(text: str) -> str:
+    """Without the start tokens (and the whitespace before them) at the very
+    start, nor the end tokens (and the whitespace after them) at the very end."""
+    start, end = 0, len(text)
+    while True:
+        at = start
+        while at < end and text[at].isspace():
+            at += 1
+        token = next((t for t in _LEADING_TOKENS if text.startswith(t, at, end)), None)
+        if token is None:
+            break
+        start = at + len(token)
+    while True:
+        at = end
+        while at > start and text[at - 1].isspace():
+            at -= 1
+        token = next((t for t in _TRAILING_TOKENS if at - len(t) >= start and text.startswith(t, at - len(t), at)), None)
+        if token is None:
+            break
+        end = at - len(token)
+    return text[start:end]
+
+
 def _looks_like_code(text: str) -> bool:
+    if len(text) > MAX_HOST_PARSE_CHARS:
+        return bool(_CODE_LINE.search(text))
     try:
         tree = parse(text)
+    except TooComplex:
+        return True  # Python refuses it as code: its syntax error is the model's verdict
     except (SyntaxError, ValueError):
         return bool(_CODE_LINE.search(text))  # broken code still earns its syntax error
     # Prose rarely parses; when it does ("Hello\nWorld"), it is bare names or constants.

@@ -14,14 +14,19 @@ values travel as `test_data`, which the completion cannot read.
 import ast
 import builtins
 import json
-from functools import cached_property, lru_cache
+import re
+import sys
+import threading
+from collections import OrderedDict
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rewards.expected import ExpectedTests, expected_tests
 from rewards.extract import extract_code, strip_completion
-from rewards.syntax import parse
+from rewards.safe_json import MAX_JSON_DEPTH, JSONTooDeep, deeper_than, loads
+from rewards.syntax import MAX_HOST_PARSE_CHARS, parse
 from sandbox import Limits, RunRequest
 
 SOLUTION_FILE = "solution.py"
@@ -46,6 +51,11 @@ class PytestLabel(_Label):
 
     kind: Literal["pytest"] = "pytest"
     pytest: str
+
+    @model_validator(mode="after")
+    def _parses(self) -> "PytestLabel":
+        _parse(self.pytest)  # a module that does not parse would count no tests: say why
+        return self
 
     @cached_property
     def expected(self) -> ExpectedTests:
@@ -249,9 +259,10 @@ _KINDS: dict[str, type[BaseModel]] = {
 }
 
 
-def parse_label(raw: Any) -> Label:
+def parse_label(raw: Any, cache: "LabelCache | None" = None) -> Label:
     """A label from a dataset's label column: an object, a JSON string of one,
-    or a bare math answer.
+    or a bare math answer. Parsed labels are kept in `cache` (by default one
+    shared by the process): a GRPO group shares one label.
 
     >>> parse_label('{"pytest": "def test_a(): pass"}').kind
     'pytest'
@@ -269,19 +280,51 @@ def parse_label(raw: Any) -> Label:
     """
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str) and deeper_than(raw, MAX_JSON_DEPTH):
+        raise LabelError(f"label nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        key = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True)
+        key = raw if isinstance(raw, str) else "\0" + json.dumps(raw, sort_keys=True)
     except (TypeError, ValueError):  # not JSON data (numpy values, say): parse it every time
         return _parse_label(raw)
-    return _parse_key(raw if isinstance(raw, str) else "\0" + key)
+    return (cache or LABEL_CACHE).get(key)
 
 
-@lru_cache(maxsize=4096)
-def _parse_key(key: str) -> Label:
-    """Labels repeat (a GRPO group shares one): each is parsed once. Labels are
-    frozen, so one object serves every sample and thread. The key is the label
-    text, or NUL + the canonical JSON of a label object."""
-    return _parse_label(json.loads(key[1:]) if key.startswith("\0") else key)
+class LabelCache:
+    """Parsed labels by their text, least recently used first out, holding at
+    most `max_bytes` by an estimate of each label's footprint: its text, the
+    parsed fields and the generated tests, each about the text's size. Labels
+    are frozen, so one object serves every sample and thread."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._labels: OrderedDict[str, tuple[Label, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def get(self, key: str) -> Label:
+        """The label of `key` (its text, or NUL + the canonical JSON of a label
+        object), parsed now if it is not kept; raises `LabelError`."""
+        with self._lock:
+            if (hit := self._labels.get(key)) is not None:
+                self._labels.move_to_end(key)
+                return hit[0]
+        label = _parse_label(loads(key[1:]) if key.startswith("\0") else key)
+        size = 3 * sys.getsizeof(key) + 1024
+        with self._lock:
+            if size <= self.max_bytes and key not in self._labels:
+                self._labels[key] = (label, size)
+                self.bytes += size
+                while self.bytes > self.max_bytes:
+                    self.bytes -= self._labels.popitem(last=False)[1][1]
+        return label
+
+
+LABEL_CACHE = LabelCache()
 
 
 def _parse_label(raw: Any) -> Label:
@@ -309,7 +352,9 @@ def _parse_label(raw: Any) -> Label:
 
 def _from_text(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads(text)
+    except JSONTooDeep as exc:
+        raise LabelError(f"label is not usable JSON: {exc}") from None
     except ValueError as exc:
         stripped = text.strip()
         if stripped.startswith(("{", "[")) or not stripped:
@@ -327,7 +372,7 @@ def _normalize(raw: dict[str, Any]) -> dict[str, Any]:
         inner = raw["input_output"]
         if isinstance(inner, str):
             try:
-                inner = json.loads(inner)
+                inner = loads(inner)
             except ValueError as exc:
                 raise LabelError(f"input_output is not valid JSON: {exc}") from None
         if not isinstance(inner, dict):
@@ -468,8 +513,11 @@ def _walk_same_scope(node: ast.AST):
 
 
 def _defines(code: str | None, name: str) -> bool:
+    """Whether `code` defines `name` at its top level (a function or class)."""
     if not code:
         return False
+    if len(code) > MAX_HOST_PARSE_CHARS:  # too costly to parse here: a top-level def starts a line
+        return re.search(rf"^(?:async[ \t]+def|def|class)[ \t]+{re.escape(name)}\b", code, re.MULTILINE) is not None
     try:
         tree = parse(code)
     except (SyntaxError, ValueError):
@@ -480,7 +528,10 @@ def _defines(code: str | None, name: str) -> bool:
 
 def _imports(code: str) -> str:
     """The prompt's top-level imports (`from typing import List`), which a
-    completion that rewrites the whole function often leaves out."""
+    completion that rewrites the whole function often leaves out (none taken
+    from a prompt too large to parse here)."""
+    if len(code) > MAX_HOST_PARSE_CHARS:
+        return ""
     try:
         tree = parse(code)
     except (SyntaxError, ValueError):

@@ -53,3 +53,26 @@ def loads(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
         return json.loads(text)
     except RecursionError:  # the bound above makes this unreachable; kept as the last guard
         raise JSONTooDeep(f"JSON nested too deep to decode (limit {max_depth})") from None
+
+
+def deeper_than(value: Any, max_depth: int) -> bool:
+    """Whether lists, tuples and dicts in `value` nest deeper than
+    `max_depth`: asked without recursion, before anything recursive (json.dumps,
+    validation) walks it.
+
+    >>> deeper_than({"a": [[1]]}, 2), deeper_than({"a": [[1]]}, 3)
+    (True, False)
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

@@ -1,22 +1,47 @@
-"""Parsing Python source safely from many threads.
+"""Parsing Python source safely: from many threads, and whatever the source.
 
 CPython 3.11 keeps the AST constructor's recursion depth in state shared by
 threads (gh-106905): concurrent `ast.parse` calls can fail with "SystemError:
 AST constructor recursion depth mismatch". Rewards are called from many
 threads at once (OpenRLHF), so every parse here goes through one lock.
+
+The parser bounds its own recursion, but reports the bound as
+`RecursionError` or `MemoryError` (a few thousand nested operators, a long
+`1+1+...` chain, a huge `elif` table), which no caller expects from a parse.
+Here they are a `SyntaxError` like any other code Python refuses:
+`TooComplex`.
 """
 
 import ast
 import threading
 
 _PARSE_LOCK = threading.Lock()
+# The host parses a completion only below this size: ast.parse costs 1-4 s per
+# MB (and holds the lock), the service accepts 1 MB, and 32 KiB is about 8,000
+# tokens of code. Above it, line-anchored checks decide (callers say how); the
+# container's compile judges the code either way.
+MAX_HOST_PARSE_CHARS = 32 * 1024
+
+
+class TooComplex(SyntaxError):
+    """Code nested too deeply (or too large) for Python's parser: Python
+    refuses to compile it, as it refuses a syntax error."""
 
 
 def parse(source: str | bytes) -> ast.Module:
-    """`ast.parse`, one thread at a time; raises what it raises.
+    """`ast.parse`, one thread at a time; raises `SyntaxError` (`TooComplex`
+    among them) or `ValueError` (NUL bytes) for source Python refuses.
 
     >>> type(parse("x = 1").body[0]).__name__
     'Assign'
+    >>> try:
+    ...     parse("x = " + "- " * 5000 + "1")
+    ... except TooComplex as exc:
+    ...     print(exc)
+    too deeply nested or too large to parse (RecursionError)
     """
     with _PARSE_LOCK:
-        return ast.parse(source)
+        try:
+            return ast.parse(source)
+        except (RecursionError, MemoryError) as exc:
+            raise TooComplex(f"too deeply nested or too large to parse ({type(exc).__name__})") from None

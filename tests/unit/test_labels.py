@@ -245,7 +245,7 @@ def test_a_bare_answer_may_be_long_but_not_too_long():
     pytest.param({"pytest": ""}, "the pytest label holds no tests", id="pytest-empty-module"),
     pytest.param({"pytest": "from solution import f\n\ndef helper():\n    assert f()\n"},
                  "the pytest label holds no tests", id="pytest-no-test-functions"),
-    pytest.param({"pytest": "def test_a(:\n    pass\n"}, "the pytest label holds no tests", id="pytest-syntax-error"),
+    pytest.param({"pytest": "def test_a(:\n    pass\n"}, "test code does not parse: invalid syntax", id="pytest-syntax-error"),
     # asserts
     pytest.param({"tests": []}, "bad asserts label: ", id="asserts-empty-list"),
     pytest.param({"test_list": []}, "bad asserts label: ", id="mbpp-empty-list"),
