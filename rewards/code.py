@@ -9,7 +9,7 @@ from rewards.base import Reward, RewardOutput, Sample
 from rewards.grade import Grade, grade, grade_no_code
 from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
-from sandbox import LazySandbox, Limits, Sandbox
+from sandbox import LazySandbox, Limits, Sandbox, SandboxError
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -50,13 +50,21 @@ class CodeReward(Reward):
         return self.submit_grade(Sample(completion=completion, label=label, prompt=prompt)).result()
 
     def submit_grade(self, sample: Sample) -> "Future[Grade]":
+        """Whatever the sample holds, its future answers it: reading it (label,
+        extraction, the request) never raises. Only a failure of the sandbox
+        (`SandboxError`) reaches the caller."""
         try:
             label = parse_label(sample.label)
+            if isinstance(label, MathLabel):
+                return _unusable(sample, "a math answer is not a code label", "math")
+            return self.submit_label(label, sample)
         except LabelError as exc:
             return _unusable(sample, str(exc))
-        if isinstance(label, MathLabel):
-            return _unusable(sample, "a math answer is not a code label", "math")
-        return self.submit_label(label, sample)
+        except SandboxError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug of ours on this sample: unscored, never a penalty
+            log.exception("sample %s: could not be read", sample.id)
+            return _unusable(sample, f"rewardbox could not read this sample: {type(exc).__name__}: {exc}"[:2000])
 
     def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[Grade]":
         code = label.program(sample.completion, sample.prompt)

@@ -52,6 +52,8 @@ class CompositeReward(Reward):
         total = sum(weight for _, weight in pairs)
         if total <= 0:
             raise ValueError("the weights must not all be 0")
+        if not math.isfinite(total):  # each finite, their sum not: every normalised weight would be 0
+            raise ValueError(f"the weights sum to {total}; use smaller weights (only their ratios matter)")
         self.name = name
         self.normalize = normalize
         self.components: list[tuple[str, Reward, float]] = [

@@ -5,7 +5,7 @@ from concurrent.futures import Future
 
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.code import CodeReward
-from rewards.labels import LabelError, MathLabel, parse_label
+from rewards.labels import MathLabel, parse_label
 from rewards.policy import GradingPolicy
 from sandbox import LazySandbox, Limits, Sandbox
 
@@ -37,8 +37,8 @@ class CorrectnessReward(Reward):
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
         try:
             label = parse_label(sample.label)
-        except LabelError:
-            return self.code.submit(sample)  # logs and answers "unscorable" the one way
+        except Exception:  # noqa: BLE001 - LabelError or worse: the code reward logs and answers it the one way
+            return self.code.submit(sample)
         if isinstance(label, MathLabel):
             return self.math.submit(sample)
         return self.code.submit(sample)

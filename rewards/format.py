@@ -81,8 +81,12 @@ THINK_ANSWER = FormatSpec(
 whitespace around them allowed, no other tag of either kind anywhere."""
 
 _FENCE_LINE = r"^[ \t]*```"
+_UNTIL_FENCE = rf"(?:(?!{_FENCE_LINE}).)*"
 ONE_CODE_BLOCK = FormatSpec(
-    required=(rf"{_FENCE_LINE}[^\n`]*\n.*?{_FENCE_LINE}[ \t]*$",),
+    # Anchored at the start, the first fence line opens and the next one closes: a
+    # pattern tried from every fence line would be quadratic on hostile text. With
+    # no third fence line allowed, it is the same rule.
+    required=(rf"\A{_UNTIL_FENCE}{_FENCE_LINE}[^\n`]*\n{_UNTIL_FENCE}{_FENCE_LINE}[ \t]*$",),
     forbidden=(rf"{_FENCE_LINE}(?:.*?{_FENCE_LINE}){{2}}",),
     keep_think=False,
 )

@@ -39,7 +39,7 @@ def sample_logs(output: RewardOutput) -> dict[str, float]:
         "timeout_rate": float(verdict == "timeout"),
         "crash_rate": float(verdict in CRASH_VERDICTS),
         "format_rate": float(bool(format_ok)),
-        "sandbox_latency_s": float(duration) if isinstance(duration, (int, float)) else 0.0,
+        "sandbox_latency_s": float(duration) if isinstance(duration, (int, float)) and math.isfinite(duration) else 0.0,
         "label_error_rate": float(output.reward is None),
     }
 

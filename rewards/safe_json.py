@@ -3,7 +3,9 @@ parse: a label or a CLI line nested thousands deep is refused with a clear
 error, never a `RecursionError` from the decoder. Linear in the text's size.
 """
 
+import enum
 import json
+import math
 import re
 from itertools import accumulate
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 MAX_JSON_DEPTH = 200
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # disjoint alternatives: no backtracking
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
@@ -76,3 +79,41 @@ def deeper_than(value: Any, max_depth: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def plain(value: Any, max_depth: int = 64) -> Any:
+    """`value` as JSON data any encoder accepts: strings valid UTF-8 (a lone
+    surrogate becomes U+FFFD), non-finite floats None, enums their values,
+    models their dumps, tuples and sets lists, keys strings, anything else its
+    repr; below `max_depth`, a container's repr.
+
+    >>> plain({"a": float("nan"), 1: ("x\\ud800", {2})})
+    {'a': None, '1': ['x\\ufffd', [2]]}
+    """
+    if value is None or isinstance(value, (bool, int)):
+        return value.value if isinstance(value, enum.Enum) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, str):
+        return _utf8(value)
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="python")
+    if isinstance(value, (dict, list, tuple, set, frozenset)) and max_depth <= 0:
+        return _utf8(repr(value)[:1000])
+    if isinstance(value, dict):
+        return {_utf8(str(getattr(k, "value", k))): plain(v, max_depth - 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v, max_depth - 1) for v in value]
+    if isinstance(value, (str, int, float)) or value is None:
+        return plain(value, max_depth)
+    return _utf8(repr(value)[:1000])
+
+
+def _utf8(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)

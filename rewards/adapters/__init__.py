@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from rewards.base import Reward, RewardOutput, Sample
@@ -203,9 +204,47 @@ def split_response(query: str, prompt: str | None) -> str:
 
 async def score_async(reward: Reward, samples: Sequence[Sample]) -> list[RewardOutput]:
     """`reward.score_many` without blocking the event loop: a reward with its
-    own `submit` hands out futures at once (they are awaited, no thread held
-    per sample); one that only scores runs in a worker thread."""
-    if type(reward).submit is not Reward.submit:
-        futures = [reward.submit(sample) for sample in samples]
-        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
-    return await asyncio.to_thread(reward.score_many, samples)
+    own `submit` gets the samples in a worker thread (reading a completion is
+    work: cleaning, extraction, labels) and hands out futures, which are
+    awaited, no thread held per sample; one that only scores runs in a worker
+    thread.
+
+    Every sample is answered: one whose reward raised (a bug of ours or of a
+    reward function) is unscored with the error, never a penalty, and the
+    others keep their outputs. Only a failure of the sandbox raises (the
+    first one), so that the whole batch is tried again."""
+    hand_out = _submit_each if type(reward).submit is not Reward.submit else _score_each
+    futures = await asyncio.to_thread(hand_out, reward, samples)
+    answers = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures), return_exceptions=True)
+    from sandbox import SandboxError  # the sandbox package is imported only once code is scored
+
+    if failure := next((a for a in answers if isinstance(a, SandboxError)), None):
+        raise failure
+    return [answer if isinstance(answer, RewardOutput) else _failed(sample, answer)
+            for sample, answer in zip(samples, answers)]
+
+
+def _submit_each(reward: Reward, samples: Sequence[Sample]) -> "list[Future[RewardOutput]]":
+    futures = []
+    for sample in samples:
+        try:
+            futures.append(reward.submit(sample))
+        except BaseException as exc:  # noqa: BLE001 - that sample's answer, not the batch's
+            failed: Future[RewardOutput] = Future()
+            failed.set_exception(exc)
+            futures.append(failed)
+    return futures
+
+
+def _score_each(reward: Reward, samples: Sequence[Sample]) -> "list[Future[RewardOutput]]":
+    """A reward that only scores, one sample after another in this thread."""
+    return [Reward.submit(reward, sample) for sample in samples]
+
+
+def _failed(sample: Sample, error: BaseException) -> RewardOutput:
+    if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit, a cancelled wait
+        raise error
+    log.error("sample %s: the reward failed on it: %s: %s", sample.id, type(error).__name__, error,
+              exc_info=(type(error), error, error.__traceback__))
+    return RewardOutput.unscorable(f"the reward failed on this sample: {type(error).__name__}: {error}"[:2000],
+                                   verdict=None)

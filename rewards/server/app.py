@@ -7,6 +7,7 @@ rewards hand out futures, which the routes await.
 """
 
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rewards.adapters import score_async
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.registry import Registry, UnknownRewardError
+from rewards.safe_json import plain
 from rewards.sandboxfusion import RunCodeSettings
 from rewards.server.metrics import RequestMetrics, ServiceMetrics
 from sandbox import LazySandbox, Sandbox, SandboxError
@@ -36,6 +38,15 @@ class ServerSettings(BaseModel):
     retry_after_s: int = Field(5, ge=1, description="the Retry-After of a 503")
     default_reward: str = Field("correctness", description="registered reward or mix when a request names none")
     run_code: RunCodeSettings = Field(default_factory=RunCodeSettings, description="limits of /run_code (SandboxFusion)")
+
+
+class SafeJSONResponse(JSONResponse):
+    """Every route's JSON: whatever a reward reported (a lone surrogate in a
+    message, a NaN, an object) is made JSON data first, so that a response can
+    always be sent (Starlette's encoder refuses both)."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(plain(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class Busy(Exception):
@@ -94,7 +105,8 @@ def create_app(service: Service) -> FastAPI:
     """The app with every route; `rewardbox serve` runs it on uvicorn."""
     from rewards.server import health, rewards_api, run_code
 
-    app = FastAPI(title="rewardbox", description="Sandboxed code-execution rewards for RL training.")
+    app = FastAPI(title="rewardbox", description="Sandboxed code-execution rewards for RL training.",
+                  default_response_class=SafeJSONResponse)
     app.state.service = service
     app.include_router(rewards_api.router)
     app.include_router(run_code.router)
@@ -107,20 +119,20 @@ def create_app(service: Service) -> FastAPI:
         malformed = any(e.get("type") == "json_invalid" for e in errors)
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
                              for e in errors)
-        return JSONResponse({"detail": f"{'malformed JSON' if malformed else 'invalid request'}: {problems}"},
+        return SafeJSONResponse({"detail": f"{'malformed JSON' if malformed else 'invalid request'}: {problems}"},
                             status_code=400 if malformed else 422)
 
     @app.exception_handler(Busy)
     async def busy(request: Request, exc: Busy) -> JSONResponse:
         s = service.settings
-        return JSONResponse({"detail": f"over {s.max_waiting_samples} samples are waiting; retry later"},
+        return SafeJSONResponse({"detail": f"over {s.max_waiting_samples} samples are waiting; retry later"},
                             status_code=503, headers={"Retry-After": str(s.retry_after_s)})
 
     @app.exception_handler(SandboxError)
     async def ours(request: Request, exc: SandboxError) -> JSONResponse:
         # Our failure (the engine down): never a reward. 503 so that clients retry.
         log.error("a request failed on our side: %s", exc)
-        return JSONResponse({"detail": f"rewardbox could not score: {exc}"}, status_code=503,
+        return SafeJSONResponse({"detail": f"rewardbox could not score: {exc}"}, status_code=503,
                             headers={"Retry-After": str(service.settings.retry_after_s)})
 
     return app

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rewards.adapters import split_response
 from rewards.base import RewardOutput, Sample
 from rewards.logs import LOG_KEYS, sample_logs, trainer_numbers
+from rewards.safe_json import plain
 from rewards.server.app import Service, request_service
 
 router = APIRouter()
@@ -106,9 +107,20 @@ async def rewards(body: RewardsRequest, service: Service = Depends(request_servi
 
 
 def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
-    metadata = dict(out.metadata)
-    fields = {key: metadata.pop(key, None) for key in ("verdict", "error", "passed", "total", "duration_s")}
-    tests = metadata.pop("tests", None) or []
-    return SampleResult(id=sample.id, reward=out.reward, score=out.score, tests=tests, metadata=metadata, **fields)
+    """One sample's result; whatever the reward put in its metadata becomes
+    JSON data, and a field of the wrong type (from a reward function) stays in
+    `metadata` rather than failing the response."""
+    metadata = plain(out.metadata)
+    fields = {key: metadata.pop(key) for key, kinds in _FIELDS.items()
+              if isinstance(metadata.get(key), kinds) and not isinstance(metadata.get(key), bool)}
+    tests = metadata.pop("tests") if _test_list(metadata.get("tests")) else []
+    return SampleResult(id=plain(sample.id), reward=out.reward, score=out.score, tests=tests, metadata=metadata, **fields)
+
+
+_FIELDS = {"verdict": str, "error": str, "passed": int, "total": int, "duration_s": (int, float)}
+
+
+def _test_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(t, dict) for t in value)
 
 

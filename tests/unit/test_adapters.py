@@ -148,12 +148,15 @@ def test_trl_async_reward_is_a_coroutine_function_that_trl_awaits():
 def test_trl_async_reward_leaves_the_event_loop_free_while_scoring(reward_type, monkeypatch):
     reward = reward_type()
     f = trl.trl_async_reward(reward)
-    if reward_type is DeferredReward:  # its futures are awaited; only a reward that merely scores needs a thread
+    threads = []
+    if reward_type is DeferredReward:  # its futures are awaited: one thread hands the batch out, none waits per sample
+        to_thread = asyncio.to_thread
 
-        async def no_threads(*args, **kwargs):
-            raise AssertionError("a thread was used")
+        async def counted(func, *args, **kwargs):
+            threads.append(func)
+            return await to_thread(func, *args, **kwargs)
 
-        monkeypatch.setattr(asyncio, "to_thread", no_threads)
+        monkeypatch.setattr(asyncio, "to_thread", counted)
 
     async def main():
         task = asyncio.create_task(f(**trl_kwargs()))
@@ -168,6 +171,7 @@ def test_trl_async_reward_leaves_the_event_loop_free_while_scoring(reward_type, 
         return await task
 
     assert asyncio.run(main()) == rewards_of(trl_expected(trl_kwargs()))
+    assert len(threads) == (1 if reward_type is DeferredReward else 0)
 
 
 def test_trl_reward_functions_survive_pickling_for_the_async_worker():
