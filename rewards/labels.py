@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rewards.expected import ExpectedTests, expected_tests
 from rewards.extract import extract_code, strip_completion
 from rewards.safe_json import MAX_JSON_DEPTH, JSONTooDeep, deeper_than, loads
-from rewards.syntax import MAX_HOST_PARSE_CHARS, parse
+from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 from sandbox import Limits, RunRequest
 
 SOLUTION_FILE = "solution.py"
@@ -286,7 +286,7 @@ def parse_label(raw: Any, cache: "LabelCache | None" = None) -> Label:
         key = raw if isinstance(raw, str) else "\0" + json.dumps(raw, sort_keys=True)
     except (TypeError, ValueError):  # not JSON data (numpy values, say): parse it every time
         return _parse_label(raw)
-    return (cache or LABEL_CACHE).get(key)
+    return (LABEL_CACHE if cache is None else cache).get(key)
 
 
 class LabelCache:
@@ -516,10 +516,14 @@ def _defines(code: str | None, name: str) -> bool:
     """Whether `code` defines `name` at its top level (a function or class)."""
     if not code:
         return False
-    if len(code) > MAX_HOST_PARSE_CHARS:  # too costly to parse here: a top-level def starts a line
-        return re.search(rf"^(?:async[ \t]+def|def|class)[ \t]+{re.escape(name)}\b", code, re.MULTILINE) is not None
+    # A top-level definition starts a line: what decides for code too costly to parse here, or too deep to parse.
+    by_lines = re.search(rf"^(?:async[ \t]+def|def|class)[ \t]+{re.escape(name)}\b", code, re.MULTILINE) is not None
+    if len(code) > MAX_HOST_PARSE_CHARS:
+        return by_lines
     try:
         tree = parse(code)
+    except TooComplex:
+        return by_lines
     except (SyntaxError, ValueError):
         return False
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
