@@ -111,8 +111,11 @@ def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
     JSON data, and a field of the wrong type (from a reward function) stays in
     `metadata` rather than failing the response."""
     metadata = plain(out.metadata)
-    fields = {key: metadata.pop(key) for key, kinds in _FIELDS.items()
-              if isinstance(metadata.get(key), kinds) and not isinstance(metadata.get(key), bool)}
+    fields: dict[str, Any] = {"verdict": None, "error": None}
+    for key, kinds in _FIELDS.items():
+        value = metadata.get(key)
+        if value is None or (isinstance(value, kinds) and not isinstance(value, bool)):
+            fields[key] = metadata.pop(key, None)
     tests = metadata.pop("tests") if _test_list(metadata.get("tests")) else []
     return SampleResult(id=plain(sample.id), reward=out.reward, score=out.score, tests=tests, metadata=metadata, **fields)
 
