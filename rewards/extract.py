@@ -9,13 +9,14 @@ from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 # tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
 _CHAT_TOKENS = re.compile(r"<\|[A-Za-z0-9_]+\|>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]")
 # Tokens that also occur in ordinary code ("<s>" in an HTML string) are only
-# removed where a tokenizer puts them: at the very start or end.
-_LEADING_TOKENS = ("<s>", "<bos>")
-_TRAILING_TOKENS = ("</s>", "<eos>", "<pad>")
-# A fence line and its language tag; matched at a line's start only, so one
-# pass over the lines finds the blocks (a regex spanning lines backtracks
-# quadratically on hostile text).
-_FENCE_LINE = re.compile(r"[ \t]*```[ \t]*([\w+\-.]*)")
+# removed where a tokenizer puts them: at the very start or end. Each pattern is
+# tried once, at the start of the text or of the reversed text (a pattern ending
+# in `$` is retried from every position: quadratic on hostile text).
+_LEADING_TOKENS = re.compile(r"\A(?:\s*(?:<s>|<bos>))+")
+_TRAILING_TOKENS_REVERSED = re.compile(r"\A(?:\s*(?:>s/<|>soe<|>dap<))+")  # </s>, <eos>, <pad>
+# A fence line: its language tag, and whether a newline ends it. Nothing after the
+# backticks can fail, so no match backtracks; `finditer` visits each line once.
+_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*(\n?)", re.MULTILINE)
 _PYTHON_TAGS = {"", "python", "python3", "py"}
 _CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if __name__)", re.MULTILINE)
 
@@ -66,47 +67,26 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
 def _fenced_blocks(text: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
     """The closed fenced blocks as (lower-case tag, body), and the block left
     open at the end, if any. A fence line opens a block when it ends in a
-    newline; the next fence line closes it, whatever follows its backticks.
-    One pass over the lines: linear in the text."""
+    newline; the next fence line closes it, whatever follows its backticks."""
     blocks: list[tuple[str, str]] = []
     tag, body_start = None, 0
-    pos, size = 0, len(text)
-    while (backticks := text.find("```", pos)) >= 0:  # lines without backticks are skipped in C
-        line = text.rfind("\n", pos, backticks) + 1 or pos
-        end = text.find("\n", backticks)
-        end = size if end < 0 else end
-        fence = _FENCE_LINE.match(text, line, end)
-        if fence is not None:
-            if tag is not None:
-                blocks.append((tag, text[body_start:line]))
-                tag = None
-            elif end < size:
-                tag, body_start = fence.group(1).lower(), end + 1
-        pos = end + 1
+    for fence in _FENCE_LINE.finditer(text):
+        if tag is not None:
+            blocks.append((tag, text[body_start:fence.start()]))
+            tag = None
+        elif fence.group(2):
+            tag, body_start = fence.group(1).lower(), fence.end()
     return blocks, (tag, text[body_start:]) if tag is not None else None
 
 
 def _strip_edge_tokens(text: str) -> str:
     """Without the start tokens (and the whitespace before them) at the very
     start, nor the end tokens (and the whitespace after them) at the very end."""
-    start, end = 0, len(text)
-    while True:
-        at = start
-        while at < end and text[at].isspace():
-            at += 1
-        token = next((t for t in _LEADING_TOKENS if text.startswith(t, at, end)), None)
-        if token is None:
-            break
-        start = at + len(token)
-    while True:
-        at = end
-        while at > start and text[at - 1].isspace():
-            at -= 1
-        token = next((t for t in _TRAILING_TOKENS if at - len(t) >= start and text.startswith(t, at - len(t), at)), None)
-        if token is None:
-            break
-        end = at - len(token)
-    return text[start:end]
+    leading = _LEADING_TOKENS.match(text)
+    trailing = _TRAILING_TOKENS_REVERSED.match(text[::-1])
+    start = leading.end() if leading else 0
+    end = len(text) - trailing.end() if trailing else len(text)
+    return text[start:max(start, end)]
 
 
 def _looks_like_code(text: str) -> bool:
