@@ -287,3 +287,81 @@ print([s for s in seen if b"victim-marker" in s])
         assert honest.result().verdict is Verdict.PASSED, honest.result().message
         assert attacked.result().verdict is Verdict.PASSED, attacked.result().message
         assert attacked.result().stdout.strip() == "[]"
+
+
+# What a process inherits of PID 1 (a program run) or of the zygote (a test
+# process) that a same-user run can change on them without ptrace: the I/O
+# priority and sched_setattr's parameters (a fair task's slice among them).
+# -errno where gVisor lacks the call.
+SCHED_VIEW = r'''
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {"x86_64": (252, 315), "aarch64": (31, 275)}[os.uname().machine]
+def ioprio(pid):
+    value = libc.syscall(NR[0], 1, pid)
+    return value if value >= 0 else -ctypes.get_errno()
+def sched(pid):
+    buf = ctypes.create_string_buffer(56)
+    return list(struct.unpack("<IIQiIQQQII", buf.raw)[1:]) if libc.syscall(NR[1], pid, buf, 56, 0) == 0 \
+        else -ctypes.get_errno()
+def view():
+    return {"ioprio": ioprio(0), "sched": sched(0), "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+'''
+
+# Lowers the I/O priority of PID 1 and the zygote (by pid, by process group and
+# for all the user's processes), or shortens their slice; prints what took.
+LOWER_PRIORITIES = {"ioprio": r'''
+IOPRIO_SET = {"x86_64": 251, "aarch64": 30}[os.uname().machine]
+IDLE, BEST_EFFORT_LOWEST = 3 << 13, (2 << 13) | 7
+took = []
+for target in (1, ZYGOTE):
+    for who, whom in ((1, target), (2, os.getpgid(target))):
+        if libc.syscall(IOPRIO_SET, who, whom, BEST_EFFORT_LOWEST) == 0:
+            took.append(target)
+if libc.syscall(IOPRIO_SET, 3, os.getuid(), IDLE) == 0:
+    took.append("user")
+print(json.dumps({"took": took, "pid1": ioprio(1), "zygote": ioprio(ZYGOTE)}))
+''', "sched": r'''
+SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}[os.uname().machine]
+took = [target for target in (1, ZYGOTE) if libc.syscall(
+    SCHED_SETATTR, target, struct.pack("<IIQiIQQQII", 56, 0, 0, 0, 0, 100000, 0, 0, 0, 0), 0) == 0]
+print(json.dumps({"took": took, "pid1": sched(1), "zygote": sched(ZYGOTE)}))
+'''}
+FIND_ZYGOTE = r'''
+import json
+ZYGOTE = next(int(p) for p in os.listdir("/proc") if p.isdigit() and
+              b"rbzygote" in open(f"/proc/{p}/cmdline", "rb").read())
+'''
+
+
+def sched_views(box) -> dict:
+    """The priorities a program run (a child of PID 1) and a test process (a
+    fork of the zygote) start with."""
+    program = box.run(RunRequest(files={"main.py": SCHED_VIEW + "import json\nprint(json.dumps(view()))\n"},
+                                 program="main.py", limits=Limits(timeout_s=20)))
+    assert program.verdict is Verdict.PASSED, (program.message, program.stderr)
+    tests = box.run(RunRequest(files={"solution.py": SCHED_VIEW}, tests={
+        "test_view.py": "import json\nfrom solution import view\n\n"
+                        "def test_view():\n    print('VIEW=' + json.dumps(view()))\n"}, limits=Limits(timeout_s=20)))
+    assert tests.verdict is Verdict.PASSED, (tests.message, tests.stdout)
+    line = next(line for line in tests.stdout.splitlines() if line.startswith("VIEW="))
+    return {"program": json.loads(program.stdout), "test": json.loads(line.removeprefix("VIEW="))}
+
+
+@pytest.mark.parametrize("attack", sorted(LOWER_PRIORITIES))
+def test_a_run_that_lowers_the_harness_priorities_costs_its_container(attack):
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        clean = sched_views(box)
+        assert box.settle()
+        before = box.warm_ids()
+        code = SCHED_VIEW + FIND_ZYGOTE + LOWER_PRIORITIES[attack]
+        result = box.run(RunRequest(files={"main.py": code}, program="main.py", limits=Limits(timeout_s=20)))
+        assert result.verdict is Verdict.PASSED, (result.message, result.stderr)
+        took = json.loads(result.stdout)
+        assert box.settle()
+        after = box.warm_ids()
+        # The next runs start as on a clean container: it was given up.
+        assert sched_views(box) == clean
+        if RUNTIME != "runsc":  # gVisor refuses ioprio_set (EPERM) and lacks sched_setattr
+            assert 1 in took["took"] and took["pid1"] != clean["program"][attack], took
+            assert after != before, took

@@ -12,8 +12,8 @@ test process is a fork of the warm zygote (rbzygote.py). Between runs:
 - the work dir, /tmp and /dev/shm are emptied and their modes restored;
 - the container is given up ("recycle") if anything of the run could outlive
   it: a process that would not die, a file that would not go, a System V IPC
-  object, a changed limit, priority or CPU set of PID 1 or the zygote, or a
-  dead or stopped zygote.
+  object, a changed limit, priority, scheduling, CPU set or I/O priority of
+  PID 1 or the zygote (supervisor.fingerprint), or a dead or stopped zygote.
 
 Being PID 1 protects this process: the kernel delivers no signal to a
 namespace's init from inside it unless init handles that signal, so the code

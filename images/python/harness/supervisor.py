@@ -19,6 +19,7 @@ counted as tampering (see pytest_runner.py for what this does not stop).
 
 import base64
 import ctypes
+import errno
 import hashlib
 import hmac
 import json
@@ -28,6 +29,7 @@ import secrets
 import selectors
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -40,20 +42,57 @@ KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
 MAX_RECORD_BYTES = 64 * 1024
 CHILD_EXIT_GRACE_S = 0.5
 KILL_WAIT_S = 2.0
+SYSCALLS = {"x86_64": {"ioprio_get": 252, "sched_getattr": 315},
+            "aarch64": {"ioprio_get": 31, "sched_getattr": 275}}
+IOPRIO_WHO_PROCESS = 1
+IOPRIO_CLASS_SHIFT = 13
+SCHED_ATTR_SIZE = 56  # struct sched_attr with the utilisation clamps (Linux 5.3)
 
 
 def fingerprint(pid):
     """What the code under test (same uid) could change about a process it
-    cannot ptrace: limits (prlimit), priority, scheduling policy, CPU set; None
-    if they cannot be read. Asked of the kernel, not /proc: gVisor has no
+    cannot ptrace: limits (prlimit), priority (setpriority), scheduling policy
+    and its parameters (sched_setscheduler, sched_setattr: the slice, utilisation
+    clamps, reset-on-fork), CPU set (sched_setaffinity) and I/O priority
+    (ioprio_set, by pid, group or user); None if the first four cannot be read.
+    Its /proc files (oom_score_adj, autogroup, timerslack_ns) are root's, as it
+    is non-dumpable. Asked of the kernel, not /proc: gVisor has no
     /proc/<pid>/limits."""
     try:
         limits = [resource.prlimit(pid, getattr(resource, name))
                   for name in sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))]
         return (limits, os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid),
-                sorted(os.sched_getaffinity(pid)))
+                sorted(os.sched_getaffinity(pid)), sched_attr(pid), ioprio(pid))
     except OSError:
         return None
+
+
+def _syscall(name, *args):
+    """A raw syscall's result, or -errno (ENOSYS where the kernel or gVisor
+    lacks it): a constant that keeps the fingerprint comparable."""
+    number = SYSCALLS.get(os.uname().machine, {}).get(name)
+    if number is None:
+        return -errno.ENOSYS
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.syscall(number, *args)
+    return result if result >= 0 else -ctypes.get_errno()
+
+
+def sched_attr(pid):
+    """sched_getattr(2): policy, flags, nice, priority, runtime (a fair task's
+    slice), deadline, period, utilisation clamps; -errno if unsupported."""
+    buf = ctypes.create_string_buffer(SCHED_ATTR_SIZE)
+    result = _syscall("sched_getattr", pid, buf, SCHED_ATTR_SIZE, 0)
+    return result if result < 0 else struct.unpack("<IIQiIQQQII", buf.raw)[1:]
+
+
+def ioprio(pid):
+    """ioprio_get(2) of `pid`, -errno if unreadable (gVisor: EPERM). Class
+    "none" (I/O priority from the nice value) reads as 0: older kernels show it
+    with level 4 until the process first does block I/O, and no one can set a
+    level for it (EINVAL)."""
+    value = _syscall("ioprio_get", IOPRIO_WHO_PROCESS, pid)
+    return 0 if value >= 0 and value >> IOPRIO_CLASS_SHIFT == 0 else value
 
 
 def make_non_dumpable():
@@ -120,14 +159,20 @@ def digest_files(directory, names):
 
 
 def syntax_error(files):
-    """The first syntax error among the completion's Python files, or None."""
+    """The first syntax error among the completion's Python files, or None.
+
+    Whatever compile() raises is the code's failure, not ours: CPython bounds
+    its parser and compiler by raising RecursionError (a few thousand nested
+    unary operators, a `1+1+...` chain, a long elif table) or MemoryError (the
+    parser's own stack), which Python refuses as it refuses a syntax error."""
     for name, text in files.items():
         if not name.endswith(".py"):
             continue
         try:
             compile(text.encode("utf-8", "surrogatepass"), name, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            return {"file": name, "type": type(exc).__name__, "message": str(exc)[:2000]}
+        except Exception as exc:  # noqa: BLE001 - see above
+            message = str(exc) or "too deeply nested or too large to compile"
+            return {"file": name, "type": type(exc).__name__, "message": message[:2000]}
     return None
 
 
@@ -395,9 +440,10 @@ def verify_record(key, line):
     if not hmac.compare_digest(mac, expected):
         return None
     try:
-        return json.loads(body)
-    except ValueError:
+        record = json.loads(body)
+    except (ValueError, RecursionError):  # a forged record may nest deeper than the parser goes
         return None
+    return record if isinstance(record, dict) else None
 
 
 def handle(request, zygote=None):
