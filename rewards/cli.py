@@ -1,23 +1,43 @@
 """`rewardbox`: the command line."""
 
 import argparse
+import gzip
+import io
 import json
 import logging
+import math
 import os
+import signal
 import sys
+import threading
 import time
+import zlib
 from collections import Counter
-from concurrent.futures import Future
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from typing import IO, Any
 
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from rewards.base import RewardOutput, Sample
-from rewards.registry import UnknownRewardError, configured_registry
+from rewards import safe_json
+from rewards.base import Reward, RewardOutput, Sample
+from rewards.lifecycle import StoppableSandbox
+from rewards.registry import Registry, UnknownRewardError, configured_registry
 from rewards.server.app import ServerSettings
-from sandbox import DEFAULT_IMAGE, LazySandbox, Limits, SandboxError
-from sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES, make_sandbox
+from sandbox import DEFAULT_IMAGE, InvalidRequest, Limits, SandboxError
+from sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES
+
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
+GZIP_MAGIC = b"\x1f\x8b"
+# The flags behind the settings' fields, to name them in errors.
+FLAGS = {"timeout_s": "--timeout-s", "memory_mb": "--memory-mb", "max_waiting_samples": "--max-waiting",
+         "max_completion_bytes": "--max-completion-bytes"}
+
+
+class UsageError(Exception):
+    """An input or setting the run cannot start with; nothing is written."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,9 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return _score(args) if args.command == "score" else _serve(args)
-    except (SandboxError, UnknownRewardError) as exc:
+    except (SandboxError, UnknownRewardError, UsageError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a run began (reading the input, starting the service): nothing to answer
+        print("rewardbox: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
@@ -75,36 +98,125 @@ def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = LazySandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
-    reward = configured_registry(sandbox=sandbox, limits=limits).resolve(args.reward)
-    with _open(args.input, "r") as source, _open(args.output, "w") as sink:
-        samples = [_sample(line, n) for n, line in enumerate(source, 1) if line.strip()]
+    # Every check before anything runs or is written: a run that cannot start leaves the output as it was.
+    limits = _limits(args)
+    sandbox = StoppableSandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
+    reward = _resolve(configured_registry(sandbox=sandbox, limits=limits), args.reward)
+    lines = _read_lines(args.input)
+    _check_output(args.output, args.input)
+    samples = [_sample(line, n) for n, line in lines]
+    interrupt = _Interrupt()
+    finished = False
+    with interrupt.caught():
         try:
             started = time.monotonic()
             bar = tqdm(total=len(samples), unit="sample", disable=args.no_progress or not sys.stderr.isatty(),
                        file=sys.stderr)
-            futures = [s if isinstance(s, Future) else reward.submit(s) for s in samples]
+            futures = _submit_all(reward, samples, interrupt.requested)
             for f in futures:
-                f.add_done_callback(lambda _: bar.update())
-            outputs = []
-            for sample, future in zip(samples, futures):
-                out = _answer(future)
-                outputs.append(out)
-                sink.write(json.dumps(_record(sample, out)) + "\n")
-                sink.flush()
+                if f is not None:
+                    f.add_done_callback(lambda _: bar.update())
+            with _open_output(args.output) as sink:
+                outputs = _write_answers(samples, futures, sink, interrupt.requested)
             bar.close()
             elapsed = time.monotonic() - started
+            finished = not interrupt.requested.is_set()
         finally:
-            reward.close()
-            sandbox.close()
+            sandbox.stop()  # at once: what is unfinished was answered as interrupted
+            if finished:
+                reward.close()  # math workers, once idle; on a stop they end with the process
     print(_summary(outputs, elapsed), file=sys.stderr)
-    unscored = sum(1 for o in outputs if o.metadata.get("sandbox_error"))
-    if unscored:
-        print(f"rewardbox: {unscored} sample(s) not scored because the sandbox failed (see their 'error'); "
+    if interrupt.requested.is_set():
+        left = sum(1 for o in outputs if o.metadata.get("error") == INTERRUPTED_ERROR)
+        print(f"rewardbox: interrupted: {left} sample(s) not scored (see their 'error'); score them again",
+              file=sys.stderr)
+        return INTERRUPTED
+    return _failures(outputs)
+
+
+def _failures(outputs: list[RewardOutput]) -> int:
+    """3 when a failure of ours left samples unscored (never a reward), else 0."""
+    sandbox = sum(1 for o in outputs if o.metadata.get("sandbox_error"))
+    internal = sum(1 for o in outputs if o.metadata.get("internal_error"))
+    if sandbox:
+        print(f"rewardbox: {sandbox} sample(s) not scored because the sandbox failed (see their 'error'); "
               "score them again once the cause is fixed", file=sys.stderr)
-        return 3
-    return 0
+    if internal:
+        print(f"rewardbox: {internal} sample(s) not scored because of an error on our side (see their 'error')",
+              file=sys.stderr)
+    return 3 if sandbox or internal else 0
+
+
+class _Interrupt:
+    """Ctrl-C as a request: the run stops waiting, answers every line and
+    removes its containers. A second one quits at once."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+
+    @contextmanager
+    def caught(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        # os.write: the handler may run in the middle of a write to sys.stderr (the progress bar).
+        if self.requested.is_set():
+            os.write(2, b"rewardbox: interrupted again: quitting; containers may be left behind "
+                        b"(the next run removes them)\n")
+            os._exit(INTERRUPTED)
+        self.requested.set()
+        os.write(2, b"rewardbox: interrupted: writing what is done, stopping the rest (Ctrl-C again to quit now)\n")
+
+
+def _submit_all(reward: Reward, samples: list[Sample | Future], stop: threading.Event) -> list[Future | None]:
+    """Each sample's future; None for those not submitted before a stop."""
+    return [None if stop.is_set() else s if isinstance(s, Future) else _submit(reward, s) for s in samples]
+
+
+def _submit(reward: Reward, sample: Sample) -> "Future[RewardOutput]":
+    try:
+        return reward.submit(sample)
+    except InvalidRequest as exc:
+        return _failed(exc)
+    except SandboxError:
+        raise  # no sandbox to run in (engine down, image missing): a clear error for the whole run
+    except Exception as exc:  # noqa: BLE001 - this sample's failure, answered on its line
+        return _failed(exc)
+
+
+def _failed(exc: Exception) -> Future:
+    future: Future[RewardOutput] = Future()
+    future.set_exception(exc)
+    return future
+
+
+def _write_answers(samples: list[Sample | Future], futures: list[Future | None], sink: IO[str],
+                   stop: threading.Event) -> list[RewardOutput]:
+    """One line per sample, in order, as each is answered; after a stop,
+    those not yet answered are written as interrupted."""
+    outputs = []
+    for sample, future in zip(samples, futures):
+        while future is not None and not future.done() and not stop.is_set():
+            wait([future], timeout=0.1)  # short: a stop is noticed at once
+        out = _answer(future) if future is not None and future.done() else _interrupted()
+        outputs.append(out)
+        sink.write(_line(sample, out) + "\n")
+        sink.flush()
+    return outputs
+
+
+INTERRUPTED_ERROR = "interrupted before it was scored"
+
+
+def _interrupted() -> RewardOutput:
+    return RewardOutput.unscorable(INTERRUPTED_ERROR, verdict=None)
 
 
 def _answer(future: "Future[RewardOutput]") -> RewardOutput:
@@ -113,25 +225,53 @@ def _answer(future: "Future[RewardOutput]") -> RewardOutput:
         return future.result()
     except SandboxError as exc:
         return RewardOutput.unscorable(f"sandbox error: {exc}", verdict=None, sandbox_error=True)
+    except Exception as exc:  # noqa: BLE001 - a bug, or a reward function that raised: this sample only
+        return RewardOutput.unscorable(f"internal error: {type(exc).__name__}: {exc}", verdict=None,
+                                       internal_error=True)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from rewards.lifecycle import serve
     from rewards.server import Service, create_app
 
-    limits = Limits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
-    sandbox = make_sandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))  # fails now if no engine
-    registry = configured_registry(sandbox=sandbox, limits=limits)
-    registry.resolve(args.reward)  # an unknown default fails at start, not at the first request
-    settings = ServerSettings(max_waiting_samples=args.max_waiting, max_completion_bytes=args.max_completion_bytes,
-                              default_reward=args.reward)
+    limits = _limits(args)
+    settings = _validated(ServerSettings, max_waiting_samples=args.max_waiting,
+                          max_completion_bytes=args.max_completion_bytes, default_reward=args.reward)
+    sandbox = StoppableSandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
     try:
-        uvicorn.run(create_app(Service(registry, sandbox, settings)), host=args.host, port=args.port,
-                    log_level="info" if args.verbose else "warning")
+        sandbox.sandbox  # made now: a missing engine fails at start, not at the first request
+        registry = configured_registry(sandbox=sandbox, limits=limits)
+        _resolve(registry, args.reward)  # an unknown default fails at start, not at the first request
+        serve(create_app(Service(registry, sandbox, settings)), sandbox, host=args.host, port=args.port,
+              log_level="info" if args.verbose else "warning")
     finally:
-        sandbox.close()
+        sandbox.stop()
     return 0
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    if not math.isfinite(args.timeout_s):  # pydantic's gt=0 lets infinity through
+        raise UsageError(f"--timeout-s must be a finite number of seconds, not {args.timeout_s}")
+    return _validated(Limits, timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+
+
+def _validated(model: Any, **values: Any) -> Any:
+    """`model(**values)`; a value out of range is a `UsageError` naming its flag."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise UsageError("; ".join(f"{FLAGS.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else 'settings'}: "
+                                   f"{e['msg'][:1].lower()}{e['msg'][1:]}, not {e['input']!r}"
+                                   for e in exc.errors())) from None
+
+
+def _resolve(registry: Registry, spec: str) -> Reward:
+    try:
+        return registry.resolve(spec)
+    except UnknownRewardError:
+        raise
+    except ValueError as exc:  # a mix whose weights cannot be used
+        raise UsageError(f"--reward {spec!r}: {exc}") from None
 
 
 def _mode(args: argparse.Namespace, limits: Limits) -> dict:
@@ -152,17 +292,21 @@ def _mode(args: argparse.Namespace, limits: Limits) -> dict:
     return options
 
 
-def _sample(line: str, number: int) -> Sample | Future:
+def _sample(line: bytes | str, number: int) -> Sample | Future:
     """A sample, or for a line we cannot read, an answered error (nothing is dropped)."""
     try:
-        data = json.loads(line)
+        text = line if isinstance(line, str) else line.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        return _answered(line, f"line {number}: not UTF-8: {exc.reason} at byte {exc.start}")
+    try:
+        data = safe_json.loads(text)
         if isinstance(data, dict) and isinstance(data.get("completion"), list):
             data = {**data, "completion": _last_assistant(data["completion"])}
         return Sample.model_validate(data)
     except ValidationError as exc:
         reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors())
         return _answered(line, f"line {number}: not a rollout record: {reason}")
-    except ValueError as exc:
+    except ValueError as exc:  # not JSON, or nested too deep to read safely
         return _answered(line, f"line {number}: not JSON: {exc}")
 
 
@@ -174,18 +318,20 @@ def _last_assistant(messages: list[Any]) -> Any:
     return messages  # left for validation to refuse
 
 
-def _answered(line: str, error: str) -> Future:
+def _answered(line: bytes | str, error: str) -> Future:
     done: Future[RewardOutput] = Future()
     done.set_result(RewardOutput.unscorable(error, verdict=None))
     done.sample_id = _guess_id(line)  # type: ignore[attr-defined]
     return done
 
 
-def _guess_id(line: str) -> object:
+def _guess_id(line: bytes | str) -> object:
+    text = line if isinstance(line, str) else line.decode("utf-8", "replace")
     try:
-        return json.loads(line).get("id")
-    except (ValueError, AttributeError):
+        data = safe_json.loads(text)
+    except ValueError:
         return None
+    return data.get("id") if isinstance(data, dict) else None
 
 
 def _record(sample: Sample | Future, out: RewardOutput) -> dict:
@@ -217,11 +363,63 @@ def _summary(outputs: list[RewardOutput], elapsed_s: float) -> str:
     return "\n".join(lines)
 
 
-def _open(path: str, mode: str) -> IO[str]:
+def _read_lines(path: str) -> list[tuple[int, bytes]]:
+    """The input's non-blank lines by number (from 1), as bytes: each is
+    decoded on its own, so a bad byte spoils its line only. Gzip is read
+    through, known by its suffix or its first bytes."""
+    try:
+        with _binary_input(path) as raw:
+            if path.endswith(".gz") or raw.peek(len(GZIP_MAGIC))[:len(GZIP_MAGIC)] == GZIP_MAGIC:
+                with gzip.GzipFile(fileobj=raw) as unzipped:
+                    return _numbered(unzipped)
+            return _numbered(raw)
+    except (OSError, EOFError, zlib.error) as exc:  # missing, a directory, a broken gzip stream
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _numbered(lines: Iterable[bytes]) -> list[tuple[int, bytes]]:
+    return [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+
+
+def _binary_input(path: str) -> io.BufferedReader:
     if path == "-":
-        stream = sys.stdin if mode == "r" else sys.stdout
-        return os.fdopen(os.dup(stream.fileno()), mode, encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    return open(path, "rb")
+
+
+def _check_output(path: str, source: str) -> None:
+    """The output can be written, and is not the input (which it would empty)."""
+    if path == "-":
+        return
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise UsageError(f"cannot write {path}: no directory {directory}")
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if not os.access(path if os.path.exists(path) else directory, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+    if source != "-" and os.path.exists(path) and os.path.samefile(path, source):
+        raise UsageError(f"cannot write {path}: it is the input")
+
+
+def _open_output(path: str) -> IO[str]:
+    try:
+        if path == "-":
+            return os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _line(sample: Sample | Future, out: RewardOutput) -> str:
+    """The result line; a result that is not JSON data (a reward's own
+    metadata) becomes an error line for that sample."""
+    try:
+        return json.dumps(_record(sample, out))
+    except (TypeError, ValueError) as exc:
+        failed = RewardOutput.unscorable(f"internal error: the result is not JSON data: {exc}", verdict=None,
+                                         internal_error=True)
+        return json.dumps(_record(sample, failed))
 
 
 if __name__ == "__main__":

@@ -10,25 +10,24 @@ import os
 import pytest
 
 from rewards import cli
-from sandbox import LazySandbox, SandboxError
+from rewards.lifecycle import StoppableSandbox
+from sandbox import SandboxError
 
 
 @pytest.fixture
 def made(monkeypatch):
-    """The options of each sandbox the CLI makes, in order."""
+    """The options of each sandbox the CLI makes, in order; made, it refuses to start."""
     options = []
 
-    class RecordingLazySandbox(LazySandbox):
+    class RecordingSandbox(StoppableSandbox):
         def __init__(self, **kwargs):
             options.append(kwargs)
             super().__init__(**kwargs)
 
-    def refusing_sandbox(**kwargs):
-        options.append(kwargs)
-        raise SandboxError("no engine in the unit tier")
+        def _make(self):
+            raise SandboxError("no engine in the unit tier")
 
-    monkeypatch.setattr(cli, "LazySandbox", RecordingLazySandbox)
-    monkeypatch.setattr(cli, "make_sandbox", refusing_sandbox)
+    monkeypatch.setattr(cli, "StoppableSandbox", RecordingSandbox)
     return options
 
 

@@ -1,0 +1,221 @@
+"""Stopping at once: Ctrl-C on `rewardbox score`, SIGTERM or SIGINT on `rewardbox serve`.
+
+`Sandbox.close()` waits for every run submitted, queued ones included, each
+up to its deadline. A stop cannot wait that long (Docker and Kubernetes kill
+after 10 and 30 s), so `StoppableSandbox.stop()` answers every unfinished run
+with `Stopped` first, then removes the containers under them and closes.
+"""
+
+import logging
+import signal
+import threading
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from sandbox import LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
+from sandbox.engine import DockerEngine
+from sandbox.modes import make_sandbox
+from sandbox.runner import DEFAULT_MAX_CONTAINERS
+
+log = logging.getLogger(__name__)
+
+# In-flight requests that need no container (math) get this long to finish
+# after a stop; requests waiting on the sandbox are answered at once.
+STOP_GRACE_S = 5.0
+
+
+class Stopped(SandboxError):
+    """The sandbox was stopped before this run finished."""
+
+
+class StoppableEngine(DockerEngine):
+    """A `DockerEngine` that knows the containers it made, so that `stop()`
+    can remove them all and refuse to make, attach, start or wait on any
+    after: a run whose container is removed under it then fails with
+    `Stopped` instead of being repeated in a new container."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._made: set[str] = set()
+        self._made_lock = threading.Lock()
+        self._stopped = False
+        super().__init__(*args, **kwargs)
+
+    def _refuse_if_stopped(self) -> None:
+        if self._stopped:
+            raise Stopped("the sandbox is stopping")
+
+    def create(self, *args: Any, **kwargs: Any) -> str:
+        self._refuse_if_stopped()
+        container_id = super().create(*args, **kwargs)
+        with self._made_lock:
+            self._made.add(container_id)
+        # A create that was under way when stop() looked: its caller's next
+        # call is refused, and the caller removes it.
+        return container_id
+
+    def attach(self, container_id: str) -> Any:
+        self._refuse_if_stopped()
+        return super().attach(container_id)
+
+    def start(self, container_id: str) -> None:
+        self._refuse_if_stopped()
+        super().start(container_id)
+
+    def wait(self, container_id: str, timeout_s: float) -> tuple[dict, bool]:
+        self._refuse_if_stopped()
+        return super().wait(container_id, timeout_s)
+
+    def remove(self, container_id: str) -> None:
+        super().remove(container_id)
+        with self._made_lock:
+            self._made.discard(container_id)
+
+    def stop(self) -> None:
+        """Refuses new containers and removes every one made (running, warm
+        or starting), several at once. Idempotent."""
+        self._stopped = True
+        with self._made_lock:
+            made = list(self._made)
+        if not made:
+            return
+        with ThreadPoolExecutor(min(len(made), 8), thread_name_prefix="rewardbox-stop") as removing:
+            for result in [removing.submit(self.remove, cid) for cid in made]:
+                if (exc := result.exception()) is not None:
+                    log.warning("could not remove a sandbox container while stopping: %s", exc)
+
+    def close(self) -> None:
+        if self._stopped:
+            self.stop()  # what was being made while the first sweep ran
+        super().close()
+
+
+class StoppableSandbox(LazySandbox):
+    """A `LazySandbox` (made on first use, with these options) that `stop()`
+    ends at once. Its runs' futures are its own, so that stopping can answer
+    them without waiting for the threads under them."""
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self._engine: StoppableEngine | None = None
+        self._runs: dict[Future, Future] = {}  # ours -> the sandbox's, until answered
+        self._runs_lock = threading.Lock()
+        self._stopped = False
+
+    @property
+    def max_containers(self) -> int:
+        sandbox = self._sandbox  # on Ray, the cluster's count once known
+        return sandbox.max_containers if sandbox is not None else super().max_containers
+
+    @property
+    def sandbox(self) -> Sandbox:
+        with self._lock:
+            if self._stopped:
+                raise Stopped("the sandbox is stopping")
+            if self._sandbox is None:
+                self._sandbox = self._make()
+            return self._sandbox
+
+    def _make(self) -> Sandbox:
+        options = dict(self.options)
+        if options.get("ray") or "engine" in options:
+            return make_sandbox(**options)  # its containers are the cluster's: closing is all we can do
+        retry_s = options.pop("retry_s", 60.0)
+        pool_size = options.get("max_containers", DEFAULT_MAX_CONTAINERS) * 2 + 4  # as Sandbox sizes its own
+        # Kept before the sandbox is made: a pool starts containers while it is made.
+        self._engine = StoppableEngine(retry_s=retry_s, pool_size=pool_size)
+        return make_sandbox(engine=self._engine, **options)
+
+    def submit(self, request: RunRequest) -> "Future[RunResult]":
+        inner = self.sandbox.submit(request)
+        outer: Future[RunResult] = Future()
+        with self._runs_lock:
+            if self._stopped:
+                inner.cancel()
+                raise Stopped("the sandbox is stopping")
+            self._runs[outer] = inner
+        inner.add_done_callback(lambda done: self._finished(outer, done))
+        return outer
+
+    def run(self, request: RunRequest) -> RunResult:
+        return self.submit(request).result()
+
+    def _finished(self, outer: "Future[RunResult]", inner: "Future[RunResult]") -> None:
+        with self._runs_lock:
+            if self._runs.pop(outer, None) is None:
+                return  # stop() answered it
+        if inner.cancelled():
+            _fail(outer, Stopped("the sandbox was stopped before this run started"))
+        elif (exc := inner.exception()) is not None:
+            _fail(outer, exc)
+        else:
+            try:
+                outer.set_result(inner.result())
+            except InvalidStateError:  # the caller cancelled it
+                pass
+
+    def stop(self) -> None:
+        """Answers every unfinished run with `Stopped`, refuses new ones,
+        removes every container, then closes. Idempotent, thread-safe; returns
+        once the sandbox's threads have ended (about a second)."""
+        for name in ("sandbox.pool", "sandbox.runner"):
+            logging.getLogger(name).addFilter(_not_stopping)  # once: addFilter skips one already there
+        with self._runs_lock:
+            self._stopped = True
+            runs, self._runs = self._runs, {}
+        for outer, inner in runs.items():
+            inner.cancel()  # a queued run never starts
+            _fail(outer, Stopped("the sandbox was stopped before this run finished"))
+        if self._engine is not None:
+            self._engine.stop()
+        self.close()
+
+
+def _not_stopping(record: logging.LogRecord) -> bool:
+    """Drops the sandbox's warnings about work that a stop refused: expected, not news."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return not any(isinstance(arg, Stopped) for arg in args)
+
+
+def _fail(future: Future, exc: BaseException) -> None:
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:  # the caller cancelled it
+        pass
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, stopping `sandbox` at the first SIGTERM or SIGINT:
+    new connections are refused, requests waiting on the sandbox are answered
+    (503) at once, the rest get `STOP_GRACE_S`."""
+
+    def __init__(self, config: uvicorn.Config, sandbox: StoppableSandbox):
+        super().__init__(config)
+        self.sandbox = sandbox
+        self.stopping: threading.Thread | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Not uvicorn's own: it records the signal and raises it again after
+        # its shutdown, and SIGTERM's default action then ends the process
+        # before the sandbox is closed (its containers left behind).
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+        if self.stopping is None:
+            # On a thread: the event loop must go on answering while containers are removed.
+            self.stopping = threading.Thread(target=self.sandbox.stop, name="rewardbox-stop")
+            self.stopping.start()
+
+
+def serve(app: Any, sandbox: StoppableSandbox, host: str, port: int, log_level: str) -> None:
+    """Serves `app` until SIGTERM or SIGINT; returns once `sandbox` is stopped."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=STOP_GRACE_S)
+    server = StoppingServer(config, sandbox)
+    try:
+        server.run()
+    finally:
+        sandbox.stop()
+        if server.stopping is not None:
+            server.stopping.join()
