@@ -150,7 +150,8 @@ class TestResult(Frozen):
 
 class RunResult(Frozen):
     """Everything known about one run. `tests` are the tests pytest reported;
-    the grader matches them against the tests it expected."""
+    the grader matches them against the tests it expected. Text that came from
+    the container is valid UTF-8 and cut to `sandbox.protocol.TEXT_CAPS`."""
 
     verdict: Verdict
     tests: tuple[TestResult, ...] = ()

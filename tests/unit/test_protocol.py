@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from sandbox import Limits, RunRequest
-from sandbox.protocol import REPORT_PREFIX, encode_request, new_nonce, parse_report
+from sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
 
 NONCE = "a" * 64
 REPORT = {"version": 1, "phase": "pytest", "returncode": 0, "records": [{"event": "finished", "exitstatus": 0}]}
@@ -84,6 +84,95 @@ def test_garbage_yields_no_report(stdout):
 ])
 def test_signed_body_that_is_not_a_json_object_is_no_report(body):
     assert parse_report(signed(body), NONCE) is None
+
+
+# -- the report's text, made safe where it enters the host ---------------------------------
+
+def test_lone_surrogates_become_replacement_characters():
+    # The harness's json.dumps escapes a lone surrogate (\\ud800); json.loads brings it back,
+    # and no UTF-8 encoder (pydantic's JSON, the HTTP response) takes it.
+    bad = "boom \ud800 \udfff end"
+    record = {"event": "test", "nodeid": f"t.py::test[{bad}]", "name": bad, "cls": bad, "outcome": "failed",
+              "message": bad, "exc_type": bad}
+    raw = {"version": 1, "phase": "pytest", "stdout": bad, "stderr": bad, "message": bad, "recycle": bad,
+           "records": [{"event": "collected", "nodeids": [record["nodeid"]]}, record],
+           "syntax_error": {"file": bad, "type": bad, "message": bad}, "files": {bad: "QUJD"}, "files_omitted": [bad]}
+
+    report = parse_report(signed(raw), NONCE)
+
+    text = json.dumps(report, ensure_ascii=False)
+    text.encode("utf-8")  # strict: no surrogate is left anywhere
+    assert report["message"] == "boom \ufffd \ufffd end"
+    assert report["records"][1]["nodeid"] == report["records"][0]["nodeids"][0] == "t.py::test[boom \ufffd \ufffd end]"
+    assert report["files"] == {"boom \ufffd \ufffd end": "QUJD"}
+
+
+def test_valid_text_is_kept_as_it_is():
+    raw = {"version": 1, "phase": "pytest", "stdout": "héllo ✓ 🎉 \x00 \n", "records": []}
+
+    assert parse_report(signed(raw), NONCE) == raw
+
+
+@pytest.mark.parametrize("field, cap", sorted(TEXT_CAPS.items()))
+def test_each_text_field_is_cut_to_its_cap(field, cap):
+    value = "x" * (cap + 5)
+    raw = {field: [value] if field in ("nodeids", "files_omitted") else value, "records": []}
+
+    got = parse_report(signed(raw), NONCE)[field]
+
+    got = got[0] if isinstance(got, list) else got
+    assert got == "x" * cap + "... [5 more characters]"
+
+
+def test_unknown_fields_have_the_default_cap_and_base64_none():
+    long = "QUJD" * 100_000
+    raw = {"new_field": "y" * (DEFAULT_TEXT_CAP + 1), "stdout_b64": long, "stderr_b64": long,
+           "files": {"out.txt": long}, "records": []}
+
+    report = parse_report(signed(raw), NONCE)
+
+    assert report["new_field"] == "y" * DEFAULT_TEXT_CAP + "... [1 more characters]"
+    assert report["stdout_b64"] == report["stderr_b64"] == report["files"]["out.txt"] == long
+
+
+def test_record_text_is_cut_alike_in_a_nodeid_and_the_collected_list():
+    nodeid = "t.py::test[" + "p" * 5000 + "]"
+    raw = {"records": [{"event": "collected", "nodeids": [nodeid]}, {"event": "test", "nodeid": nodeid}]}
+
+    records = parse_report(signed(raw), NONCE)["records"]
+
+    assert records[0]["nodeids"] == [records[1]["nodeid"]] and len(records[1]["nodeid"]) < 1100
+
+
+def test_records_of_other_shapes_are_shaped_or_dropped():
+    # A pytest module's code can find the records' key (README, threat model) and sign any JSON.
+    raw = {"records": [["not", "a", "record"], "text", 7, None,
+                       {"event": "collected", "nodeids": ["a", ["b"], {"c": 1}, 3, "d"]},
+                       {"event": "test", "nodeid": ["x"], "outcome": {"o": 1}, "exc_type": ["MemoryError"],
+                        "message": 5, "name": None, "duration_s": 1.5}]}
+
+    records = parse_report(signed(raw), NONCE)["records"]
+
+    assert records == [{"event": "collected", "nodeids": ["a", "d"]},
+                       {"event": "test", "nodeid": None, "outcome": None, "exc_type": None, "message": None,
+                        "name": None, "duration_s": 1.5}]
+
+
+@pytest.mark.parametrize("records", [{"a": 1}, "text", 3, None])
+def test_records_that_are_no_list_are_none(records):
+    assert parse_report(signed({"records": records}), NONCE)["records"] == []
+
+
+def test_nesting_past_any_report_is_cut():
+    raw = {"records": [], "extra": [[[[[[[["deep"]]]]]]]]}
+
+    assert parse_report(signed(raw), NONCE)["extra"] == [[[[[None]]]]]
+
+
+def test_a_body_nested_past_the_parser_is_no_report():
+    # json.loads raises RecursionError, not ValueError, past its depth.
+    assert parse_report(signed(b"[" * 100_000 + b"]" * 100_000), NONCE) is None
+    assert parse_report(signed(b'{"a":' * 100_000 + b"1" + b"}" * 100_000), NONCE) is None
 
 
 def test_nonces_are_fresh_and_long():

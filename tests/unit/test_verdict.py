@@ -1,10 +1,14 @@
 """`sandbox.verdict.judge`: host facts + harness report -> `RunResult`, one branch at a time."""
 
 import base64
+import hashlib
+import hmac
+import json
 
 import pytest
 
 from sandbox import Outcome, RunResult, Verdict
+from sandbox.protocol import REPORT_PREFIX, parse_report
 from sandbox.verdict import ContainerFacts, judge
 
 NODE_A = "test_solution.py::test_a"
@@ -250,3 +254,63 @@ def test_a_harness_failure_the_run_caused_is_the_runs_verdict():
     assert result.verdict is Verdict.KILLED
     assert result.message == ("the run changed the harness's limits or scheduling, and the harness failed: "
                               "OSError: [Errno 24] Too many open files")
+
+
+# -- text from the container: every result serialises -------------------------------------
+
+BAD = "\ud800 lone \udfff"
+
+
+def received(rep: dict) -> dict:
+    """`rep` as the host receives it: the harness's JSON (which escapes a lone
+    surrogate and so lets it through) read back by parse_report."""
+    body = json.dumps(rep, separators=(",", ":")).encode()
+    return parse_report(REPORT_PREFIX + hmac.new(b"n", body, hashlib.sha256).hexdigest().encode() + b" " + body, "n")
+
+
+@pytest.mark.parametrize("rep, verdict", [
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "ValueError", message=f"raised {BAD}"),
+                        stdout=BAD, stderr=BAD, returncode=1), Verdict.FAILED, id="test-raised"),
+    pytest.param(report(collected(f"t.py::test[{BAD}]"), outcome_record(f"t.py::test[{BAD}]", "passed")),
+                 Verdict.PASSED, id="test-name"),
+    pytest.param(report({"event": "collect_error", "nodeid": "t.py", "exc_type": "ImportError", "message": BAD}),
+                 Verdict.IMPORT_ERROR, id="import-error"),
+    pytest.param(report(collected(), returncode=5, stdout=f"no tests ran {BAD}"), Verdict.COLLECTION_ERROR,
+                 id="collection-error"),
+    pytest.param({"version": 1, "phase": "syntax", "syntax_error": {"type": BAD, "message": BAD}},
+                 Verdict.SYNTAX_ERROR, id="syntax"),
+    pytest.param(program_report(1, syntax_error={"type": "SyntaxError", "message": BAD}, files_omitted=[BAD]),
+                 Verdict.SYNTAX_ERROR, id="program"),
+    pytest.param({"version": 1, "phase": "harness_error", "message": BAD, "harness_attacked": True}, Verdict.KILLED,
+                 id="harness-attacked"),
+])
+def test_lone_surrogates_from_the_container_still_serialise(rep, verdict):
+    with pytest.raises(ValueError):
+        judge(rep, CLEAN).model_dump_json()  # as the container's JSON brings it back, unsafe
+
+    result = judge(received(rep), CLEAN)
+
+    assert result.verdict is verdict
+    assert "\ufffd" in result.model_dump_json()
+    assert RunResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_long_text_from_the_container_is_cut():
+    rep = report(collected(NODE_A), outcome_record(NODE_A, "failed", "E" * 10_000, message="m" * 100_000),
+                 stdout="o" * 100_000, returncode=1)
+
+    result = judge(received(rep), CLEAN)
+
+    assert len(result.stdout) < 17_000 and len(result.tests[0].message) < 4100 and len(result.tests[0].exc_type) < 300
+
+
+def test_forged_records_of_any_shape_give_a_verdict():
+    # A pytest module's code can find the records' key and sign any JSON (README, threat model).
+    rep = report({"event": "collected", "nodeids": [["unhashable"], NODE_A]},
+                 {"event": "collect_error", "exc_type": ["unhashable"], "message": {"a": 1}},
+                 {"event": "test", "nodeid": NODE_A, "outcome": "passed", "exc_type": {"x": 1}}, "not a record")
+
+    with pytest.raises((TypeError, AttributeError)):
+        judge(rep, CLEAN)
+
+    assert judge(received(rep), CLEAN).verdict is Verdict.COLLECTION_ERROR
