@@ -1,17 +1,18 @@
 """`--runtime` (gVisor: runsc), `--mode` and `--reuse` reach the sandbox of
-`rewardbox score` and `rewardbox serve`.
+`rewardbox score` and `rewardbox serve`; and the sandbox they share stops at once.
 
 No engine here: `score` gets an empty file (its lazy sandbox is never made),
 and `serve`'s sandbox is replaced by one that records its options and refuses to start.
 """
 
 import os
+from concurrent.futures import Future
 
 import pytest
 
 from rewards import cli
-from rewards.lifecycle import StoppableSandbox
-from sandbox import SandboxError
+from rewards.lifecycle import Stopped, StoppableSandbox
+from sandbox import RunRequest, SandboxError
 
 
 @pytest.fixture
@@ -95,3 +96,67 @@ def test_serve_passes_ray_to_its_sandbox(made, capsys):
     assert cli.main(["serve", "--ray", "auto", "--port", "0"]) == 2  # the refusing sandbox
     assert [m.get("ray") for m in made] == ["auto"]
     assert "max_containers" not in made[0]
+
+
+# --- stopping at once -----------------------------------------------------------
+
+class NeverFinishing:
+    """A sandbox whose runs never end by themselves, like slow samples."""
+
+    max_containers = 2
+
+    def __init__(self):
+        self.runs: list[Future] = []
+        self.closed = False
+
+    def submit(self, request):
+        future: Future = Future()
+        self.runs.append(future)
+        return future
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def stoppable():
+    inner = NeverFinishing()
+
+    class Stoppable(StoppableSandbox):
+        def _make(self):
+            return inner
+
+    return Stoppable(), inner
+
+
+def test_a_stop_answers_every_unfinished_run_at_once(stoppable):
+    box, inner = stoppable
+    request = RunRequest(files={"solution.py": "x = 1"}, tests={"test_x.py": "def test_x(): pass"})
+    finished, queued, running = (box.submit(request) for _ in range(3))
+    inner.runs[0].set_result("a result")
+    assert inner.runs[2].set_running_or_notify_cancel()
+
+    box.stop()
+
+    assert finished.result(timeout=0) == "a result"
+    for future in (queued, running):
+        with pytest.raises(Stopped, match="the sandbox was stopped before this run finished"):
+            future.result(timeout=0)
+    assert inner.runs[1].cancelled()  # a queued run never starts
+    assert inner.closed
+    with pytest.raises(Stopped):
+        box.submit(request)
+    box.stop()  # again: nothing left to do
+
+
+def test_a_run_that_ends_after_a_stop_changes_nothing(stoppable):
+    box, inner = stoppable
+    request = RunRequest(files={"solution.py": "x = 1"}, tests={"test_x.py": "def test_x(): pass"})
+    running = box.submit(request)
+    assert inner.runs[0].set_running_or_notify_cancel()
+
+    box.stop()
+    inner.runs[0].set_result("too late")
+
+    with pytest.raises(Stopped):
+        running.result(timeout=0)
