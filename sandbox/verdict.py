@@ -51,7 +51,9 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
 
     collect_errors = [r for r in records if r.get("event") == "collect_error"]
     exc_types = {r.get("exc_type") for r in records if r.get("exc_type")}
-    if facts.oom_killed or exc_types & _MEMORY_ERRORS or (program and _died_of_memory_error(common)):
+    # A program that did not compile never ran: a MemoryError on its stderr is the parser's (too deeply nested).
+    died_of_memory_error = program and not report.get("syntax_error") and _died_of_memory_error(common)
+    if facts.oom_killed or exc_types & _MEMORY_ERRORS or died_of_memory_error:
         return result(Verdict.OUT_OF_MEMORY, "memory limit exceeded")
     if facts.deadline_hit or (report or {}).get("timed_out"):
         return result(Verdict.TIMEOUT, "deadline exceeded")
