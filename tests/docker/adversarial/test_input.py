@@ -19,6 +19,21 @@ BROKEN_TESTS = {
                                         "def test_small():\n    assert add(1, 2) == 3\n"},
 }
 
+# Python refuses these with RecursionError or MemoryError, not SyntaxError: the
+# model's syntax error all the same, never a failure of ours.
+TOO_DEEP = {
+    "nested-unary-operators": "x = " + "- " * 5000 + "1\n",
+    "long-sum": "x = " + "+".join(["1"] * 50_000) + "\n",
+    "long-elif-table": "def table(x):\n    if x == 0:\n        return 0\n"
+                       + "".join(f"    elif x == {i}:\n        return {i}\n" for i in range(1, 10_000)),
+}
+# Text that is not UTF-8 coming back from the container: a lone surrogate in an
+# exception's message (the code itself is ASCII).
+ODD_TEXT = {
+    "lone-surrogate-raised": 'def add(a, b):\n    raise ValueError("\\ud800 \\udfff")\n',
+    "lone-surrogate-at-import": 'raise ImportError("\\ud800")\n',
+}
+
 ATTACKS = {
     **baselines(["pytest", "call", "stdio"]),
     "empty-completion-pytest": Attack(""),
@@ -43,6 +58,9 @@ ATTACKS = {
     **{f"{name}-{answer}": Attack(source, label)
        for name, label in BROKEN_TESTS.items()
        for answer, source in (("right", HONEST_RIGHT), ("wrong", HONEST_WRONG))},
+    **{f"{name}-{fmt}": Attack(HONEST_RIGHT + code, FORMATS[fmt])
+       for name, code in TOO_DEEP.items() for fmt in ("pytest", "stdio")},
+    **{f"{name}-{fmt}": Attack(code, FORMATS[fmt]) for name, code in ODD_TEXT.items() for fmt in ("pytest", "call")},
 }
 
 # case -> the verdict and reward it must get
@@ -70,6 +88,17 @@ def test_odd_completion_gets_its_verdict(batch, case):
     fmt = case.rsplit("-", 1)[1]
     if grade.reward < 1.0:  # no odd input beats an honest wrong answer
         assert grade.reward <= batch[f"honest-wrong-{fmt}"].reward
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("case, verdict, reward", [
+    *[(f"{name}-{fmt}", Verdict.SYNTAX_ERROR, -1.0) for name in TOO_DEEP for fmt in ("pytest", "stdio")],
+    *[(f"lone-surrogate-raised-{fmt}", Verdict.FAILED, 0.0) for fmt in ("pytest", "call")],
+    *[(f"lone-surrogate-at-import-{fmt}", Verdict.IMPORT_ERROR, -1.0) for fmt in ("pytest", "call")],
+])
+def test_code_python_refuses_or_odd_text_back_gets_a_verdict(batch, case, verdict, reward):
+    grade = batch[case]  # which also serialises it
+    assert (grade.verdict, grade.reward) == (verdict, reward), show(grade)
 
 
 @pytest.mark.parametrize("case, error", [
