@@ -104,7 +104,7 @@ def test_code_python_refuses_or_odd_text_back_gets_a_verdict(batch, case, verdic
 @pytest.mark.parametrize("case, error", [
     ("label-not-json", "label is not valid JSON"),
     ("label-json-list-cut-short", "label is not valid JSON"),
-    ("label-with-null-bytes", "holds no tests"),
+    ("label-with-null-bytes", "cannot contain null bytes"),
 ])
 def test_unusable_label_gets_no_reward_and_says_why(batch, case, error):
     grade = batch[case]
