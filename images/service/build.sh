@@ -33,6 +33,8 @@ platforms+=(--platform "manylinux2014_$(uname -m)")
 mkdir -p "$stage/src"
 cp -r "$root/pyproject.toml" "$root/README.md" "$root/sandbox" "$root/rewards" "$stage/src/"
 find "$stage/src" -name __pycache__ -prune -exec rm -rf {} +
+# The source's digest, as a label: tests/docker/test_stops.py rebuilds an image made from other code.
+digest=$(cd "$stage/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 "$python" -m pip wheel --quiet --no-deps -w "$stage/wheel" "$stage/src" 2> >(grep -v "is ignored" >&2)
 "$python" -m pip install --quiet --disable-pip-version-check --no-compile --target "$stage/context/lib" \
   --only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 \
@@ -42,6 +44,7 @@ rm -rf "$stage/context/lib/bin"  # console scripts with the host's interpreter p
 cp "$here/Dockerfile" "$stage/context/"
 base=$(pick_base)
 log "building $tag on $base"
-DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=service" -t "$tag" "$stage/context" \
+DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=service" \
+  --label "rewardbox.source=$digest" -t "$tag" "$stage/context" \
   2> >(grep -v -i -E "deprecated|buildx|buildkit|environment-variable|^ *$" >&2) >/dev/null
 log "built $tag"
