@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 SERVICE_IMAGE = f"rewardbox/service:{__version__}"
 # Generous for a loaded 2-core machine; a stop takes about half a second here.
 # Without the fixes: the deadline of the slow samples (60 s) and more.
-STOP_S = 8.0
+STOP_S = 5.0
 SLOW = {"completion": "```python\nwhile True:\n    pass\n```", "label": {"pytest": "import solution\ndef test_a(): pass"}}
 FAST = {"completion": "```python\ndef f():\n    return 1\n```", "label": {"tests": ["assert f() == 1"]}}
 INTERRUPTED = "interrupted before it was scored"
