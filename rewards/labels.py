@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -487,16 +487,18 @@ def _split_check(test: str, entry_point: str) -> tuple[list[str], dict[str, str]
     body = check.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # docstring
-    uses_solution = [bool(_loaded_names(s) & set(proxies)) for s in body]
+    loads = [_loaded_names(s) for s in body]  # once per statement: a check may hold thousands
+    readers = Counter(name for names in loads for name in names)
+    uses_solution = [bool(names & set(proxies)) for names in loads]
     tests = [s for s, uses in zip(body, uses_solution) if uses]
     prelude = [s for s, uses in zip(body, uses_solution) if not uses]
     whole = [f"check({param})"], proxies
     if len(tests) < 2 or any(isinstance(n, (ast.Return, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom))
                              for s in body for n in _walk_same_scope(s)):
         return whole
-    for s in tests:
-        leaked = _bound_names(s) - {param}
-        if any(leaked & _loaded_names(other) for other in body if other is not s):
+    for s, names, uses in zip(body, loads, uses_solution):
+        leaked = _bound_names(s) - {param} if uses else set()
+        if any(readers[name] > (name in names) for name in leaked):  # another statement reads it
             return whole
     sources = [ast.unparse(ast.Module(body=[*prelude, s], type_ignores=[])) for s in tests]
     return sources, proxies
