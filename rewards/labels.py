@@ -328,6 +328,17 @@ LABEL_CACHE = LabelCache()
 
 
 def _parse_label(raw: Any) -> Label:
+    """The label of `raw`; any failure to read it is a `LabelError` (the
+    dataset's, never the model's), whatever shape the label has."""
+    try:
+        return _read_label(raw)
+    except LabelError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        raise LabelError(f"label cannot be read: {type(exc).__name__}: {exc}"[:2000]) from None
+
+
+def _read_label(raw: Any) -> Label:
     if isinstance(raw, str):
         raw = _from_text(raw)
     if isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
@@ -381,7 +392,10 @@ def _normalize(raw: dict[str, Any]) -> dict[str, Any]:
     if "test_cases" in raw and "inputs" not in raw:  # open-r1 verification_info
         raw = _from_open_r1(raw)
     if "test_list" in raw and "tests" not in raw:  # MBPP's own columns
-        setup = "\n".join([*raw.get("test_imports", []), raw.get("test_setup_code", "")]).strip()
+        imports, setup_code = raw.get("test_imports") or [], raw.get("test_setup_code") or ""  # None: absent (datasets)
+        if not (isinstance(imports, list) and all(isinstance(i, str) for i in imports) and isinstance(setup_code, str)):
+            raise LabelError("test_imports must be a list of strings and test_setup_code a string")
+        setup = "\n".join([*imports, setup_code]).strip()
         raw = {"tests": raw["test_list"], "setup": setup, **{k: v for k, v in raw.items() if k == "kind"}}
     if "input" in raw and "output" in raw and isinstance(raw["input"], list) and "inputs" not in raw:
         raw = {**raw, "inputs": raw["input"], "outputs": raw["output"]}  # CodeContests-style singular keys

@@ -153,3 +153,15 @@ def test_anything_a_reward_reports_becomes_json_data():
 
 def test_bounded_json_reads_what_datasets_hold():
     assert loads(json.dumps({"inputs": [[[1, [2, [3]]]]], "s": "[[[[[[" * 1000})) == {"inputs": [[[1, [2, [3]]]]], "s": "[[[[[[" * 1000}
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param('{"test_list": [], "test_setup_code": null}', id="mbpp-null-setup"),
+    pytest.param({"test_list": ["assert f(1) == 2"], "test_imports": [None]}, id="mbpp-null-import"),
+    pytest.param({"test_cases": [{"input": None, "output": 3}]}, id="open-r1-wrong-types"),
+])
+def test_labels_of_any_shape_are_label_errors_or_labels(raw):
+    try:
+        parse_label(raw)
+    except LabelError:
+        pass
