@@ -9,13 +9,15 @@ with `Stopped` first, then removes the containers under them and closes.
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
-from sandbox import LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
+from sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
 from sandbox.engine import DockerEngine
 from sandbox.modes import make_sandbox
 from sandbox.runner import DEFAULT_MAX_CONTAINERS
@@ -160,23 +162,35 @@ class StoppableSandbox(LazySandbox):
         """Answers every unfinished run with `Stopped`, refuses new ones,
         removes every container, then closes. Idempotent, thread-safe; returns
         once the sandbox's threads have ended (about a second)."""
-        for name in ("sandbox.pool", "sandbox.runner"):
-            logging.getLogger(name).addFilter(_not_stopping)  # once: addFilter skips one already there
         with self._runs_lock:
             self._stopped = True
             runs, self._runs = self._runs, {}
         for outer, inner in runs.items():
             inner.cancel()  # a queued run never starts
             _fail(outer, Stopped("the sandbox was stopped before this run finished"))
-        if self._engine is not None:
-            self._engine.stop()
-        self.close()
+        with _quiet_while_stopping():
+            if self._engine is not None:
+                self._engine.stop()
+            self.close()
 
 
-def _not_stopping(record: logging.LogRecord) -> bool:
-    """Drops the sandbox's warnings about work that a stop refused: expected, not news."""
-    args = record.args if isinstance(record.args, tuple) else ()
-    return not any(isinstance(arg, Stopped) for arg in args)
+@contextmanager
+def _quiet_while_stopping() -> Iterator[None]:
+    """Drops the sandbox's warnings about runs and starts that the stop itself
+    ends (their containers removed, new ones refused): expected, not news."""
+
+    def not_of_the_stop(record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, (Stopped, ContainerLost, OSError)) for arg in args)
+
+    loggers = [logging.getLogger(name) for name in ("sandbox.pool", "sandbox.runner")]
+    for logger in loggers:
+        logger.addFilter(not_of_the_stop)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(not_of_the_stop)
 
 
 def _fail(future: Future, exc: BaseException) -> None:
