@@ -2,7 +2,7 @@
 
 A pool of one container serves an attacking run, then a probe: a program run
 that reports what it can see (files in the writable dirs, other processes,
-System V IPC objects, its limits, priority and CPU set, the container it runs
+System V IPC objects, POSIX message queues, its limits, priority and CPU set, the container it runs
 in). Whatever the attack left must not reach the probe, whose view must equal
 the one taken before any attack; and an honest run after the attack must be
 graded exactly as on a clean container. Two containers side by side must not
@@ -42,11 +42,25 @@ def count(call, offset):  # the kernel's own counts: gVisor has no /proc/sysvipc
     return None if call(buf) < 0 else int.from_bytes(buf.raw[offset:offset + 4], "little")
 ipc = {"shm": count(lambda b: libc.shmctl(0, 14, b), 0), "sem": count(lambda b: libc.semctl(0, 0, 19, b), 28),
        "msg": count(lambda b: libc.msgctl(0, 12, b), 0)}
+# POSIX message queues: no directory lists them under gVisor, so the probe opens
+# those of the posix_mqueue attack by name (-errno where it cannot).
+mq = ctypes.CDLL(None, use_errno=True)
+mq.mq_open.restype, mq.mq_open.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+queues = {}
+for name in ("/rbleak", "/rbleak-sent"):
+    fd = mq.mq_open(name.encode(), os.O_RDONLY | os.O_NONBLOCK, 0, None)
+    if fd < 0:
+        queues[name] = -ctypes.get_errno()
+        continue
+    buf = ctypes.create_string_buffer(8192)
+    got = mq.mq_receive(fd, buf, 8192, None)
+    queues[name] = {"mode": oct(os.fstat(fd).st_mode), "message": buf.raw[:got].decode() if got >= 0 else None}
+    os.close(fd)
 print(json.dumps({
     "files": {d: listing(d) for d in ("/work", "/tmp", "/dev/shm")},
     "work_mode": oct(os.stat("/work").st_mode),
     "others": sorted(others), "limits": limits, "nice": os.getpriority(os.PRIO_PROCESS, 0),
-    "cpus": sorted(os.sched_getaffinity(0)), "ipc": ipc,
+    "cpus": sorted(os.sched_getaffinity(0)), "ipc": ipc, "mqueue": queues,
 }))
 '''
 
@@ -89,6 +103,18 @@ IPC_CREAT = 0o1000
 assert libc.shmget(0x5EED, 4096, IPC_CREAT | 0o666) >= 0
 assert libc.semget(0x5EED, 1, IPC_CREAT | 0o666) >= 0
 assert libc.msgget(0x5EED, IPC_CREAT | 0o666) >= 0
+''',
+    # POSIX message queues live in the container's IPC namespace: under gVisor
+    # (which ignores the engine's RLIMIT_MSGQUEUE of 0) a queue's name and mode
+    # outlived the run; under runc that limit refuses them (EMFILE).
+    "posix_mqueue": r'''
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mq_open.restype, libc.mq_open.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+for name in (b"/rbleak", b"/rbleak-sent"):
+    fd = libc.mq_open(name, os.O_CREAT | os.O_RDWR | os.O_NONBLOCK, 0o640, struct.pack("<qqqq", 0, 1, 64, 0))
+    if fd >= 0 and name.endswith(b"-sent"):
+        libc.mq_send(fd, b"left by a run", 13, 0)  # ENOSYS on gVisor (2022): names and modes only
 ''',
     "harness_limits": r'''
 import os, resource

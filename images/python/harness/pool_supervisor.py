@@ -12,8 +12,10 @@ test process is a fork of the warm zygote (rbzygote.py). Between runs:
 - the work dir, /tmp and /dev/shm are emptied and their modes restored;
 - the container is given up ("recycle") if anything of the run could outlive
   it: a process that would not die, a file that would not go, a System V IPC
-  object, a changed limit, priority, scheduling, CPU set or I/O priority of
-  PID 1 or the zygote (supervisor.fingerprint), or a dead or stopped zygote.
+  object or POSIX message queue (as gVisor lists no queue, a seccomp filter
+  refuses mq_open: refuse_message_queues), a changed limit, priority,
+  scheduling, CPU set or I/O priority of PID 1 or the zygote
+  (supervisor.fingerprint), or a dead or stopped zygote.
 
 Being PID 1 protects this process: the kernel delivers no signal to a
 namespace's init from inside it unless init handles that signal, so the code
@@ -22,12 +24,14 @@ cannot ptrace it or open its fds (the container's stdin and stdout) either.
 """
 
 import ctypes
+import errno
 import json
 import os
 import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -41,6 +45,11 @@ CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
 READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
 SHM_INFO, SEM_INFO, MSG_INFO = 14, 19, 12  # <sys/ipc.h>, Linux
+# Seccomp, for POSIX message queues: mq_open's number and the audit arch of this ABI.
+MQ_OPEN = {"x86_64": (240, 0xC000003E), "aarch64": (180, 0xC00000B7)}
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, X32_SYSCALL_BIT = 0x7FFF0000, 0x00050000, 0x40000000
+MQUEUE_DIR = "/dev/mqueue"
 
 
 class ZygoteChild:
@@ -210,6 +219,51 @@ def ipc_objects():
     return total
 
 
+def refuse_message_queues():
+    """Make mq_open fail (ENOSYS, as on a kernel without POSIX message queues)
+    for this process and all it starts: the zygote, every run. A queue lives in
+    the container's IPC namespace, not in a directory we empty, and no call
+    lists them where /dev/mqueue is not mounted (gVisor), which also ignores
+    the engine's RLIMIT_MSGQUEUE of 0: a queue's name and mode would reach the
+    next run. A seccomp filter (no_new_privs is set: Docker's no-new-privileges);
+    the other ABIs of the machine (x32, i386, arm32) are refused whole, their
+    mq_open having another number. False if it could not be installed."""
+    nr, arch = MQ_OPEN.get(os.uname().machine, (None, None))
+    if nr is None:
+        return False
+
+    def op(code, k, jt=0, jf=0):
+        return struct.pack("<HBBI", code, jt, jf, k)
+    refuse = op(0x06, SECCOMP_RET_ERRNO | errno.ENOSYS)  # ret
+    program = b"".join([
+        op(0x20, 4),  # ld seccomp_data.arch
+        op(0x15, arch, jt=1),  # jeq: on to the number
+        refuse,
+        op(0x20, 0),  # ld seccomp_data.nr
+        op(0x35, X32_SYSCALL_BIT, jt=2),  # jge: x32
+        op(0x15, nr, jt=1),  # jeq mq_open
+        op(0x06, SECCOMP_RET_ALLOW),
+        refuse,
+    ])
+    instructions = ctypes.create_string_buffer(program, len(program))
+    fprog = ctypes.create_string_buffer(struct.pack("<HxxxxxxQ", len(program) // 8, ctypes.addressof(instructions)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and \
+        libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) == 0
+
+
+def message_queues():
+    """The POSIX message queues /dev/mqueue lists (runc mounts it; gVisor
+    does not: refuse_message_queues keeps them from being made); an unreadable
+    listing counts as one."""
+    try:
+        return len(os.listdir(MQUEUE_DIR))
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return 1
+
+
 def recycle_reason(report, zygote, baseline, modes, oom_before):
     """Why this container must serve no further run, or None. A run that hit
     a limit (time, output, memory) is no reason by itself: what it left is
@@ -229,6 +283,8 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
             return f"files in {directory} outlived the run"
     if ipc_objects():
         return "System V IPC objects outlived the run"
+    if message_queues():
+        return "POSIX message queues outlived the run"
     if written_to_stdin():
         return "the run wrote to the harness's stdin"
     if [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
@@ -241,6 +297,8 @@ def serve():
     # Python handles SIGINT; with no handler at all, the kernel drops it for init.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     once = "--once" in sys.argv[1:]  # one run, then the container goes (the fresh mode)
+    if not refuse_message_queues() and not os.path.ismount(MQUEUE_DIR):
+        raise RuntimeError("cannot refuse POSIX message queues nor list them: a pool could not check its runs")
     zygote = Zygote(once)
     baseline = [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)]
     if None in baseline:
