@@ -127,8 +127,13 @@ class StoppableSandbox(LazySandbox):
         retry_s = options.pop("retry_s", 60.0)
         pool_size = options.get("max_containers", DEFAULT_MAX_CONTAINERS) * 2 + 4  # as Sandbox sizes its own
         # Kept before the sandbox is made: a pool starts containers while it is made.
-        self._engine = StoppableEngine(retry_s=retry_s, pool_size=pool_size)
-        return make_sandbox(engine=self._engine, **options)
+        self._engine = engine = StoppableEngine(retry_s=retry_s, pool_size=pool_size)
+        try:
+            return make_sandbox(engine=engine, **options)
+        except BaseException:  # no image, say: nothing of it may stay behind
+            engine.stop()
+            engine.close()
+            raise
 
     def submit(self, request: RunRequest) -> "Future[RunResult]":
         inner = self.sandbox.submit(request)
