@@ -302,9 +302,6 @@ class FuzzSandbox(FakeSandbox):
     def stop(self) -> None:
         pass
 
-    def stop(self) -> None:  # what the CLI calls on Ctrl-C (rewards.lifecycle.StoppableSandbox)
-        self.close()
-
 
 class SwitchSandbox:
     """One sandbox object for a long-lived registry or service; each example
