@@ -7,7 +7,7 @@ from rewards.extract import extract_code, strip_completion
 from tests.fuzz.strategies import CpuTimer, completions, cpu_budget_s, examples, prompts, utf8_size
 
 
-@examples(300)
+@examples(200)
 @given(completion=completions, prompt=prompts, keep_think=st.booleans())
 def test_extraction_never_raises_and_is_linear(completion, prompt, keep_think):
     with CpuTimer() as timer:

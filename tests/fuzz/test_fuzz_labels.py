@@ -10,7 +10,7 @@ from rewards.labels import LabelError, MathLabel, parse_label
 from tests.fuzz.strategies import CpuTimer, examples, label_budget_s, labels
 
 
-@examples(400)
+@examples(250)
 @given(raw=labels)
 def test_parse_label_raises_only_label_error(raw):
     label = None

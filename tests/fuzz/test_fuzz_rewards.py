@@ -38,7 +38,7 @@ def check_outputs(reward, batch):
             assert out.score is not None
 
 
-@examples(200)
+@examples(120)
 @given(batch=batches, answered=sandbox_answers)
 def test_code_reward_answers_every_sample(batch, answered):
     check_outputs(CodeReward(sandbox=FuzzSandbox(*answered)), batch)
@@ -53,7 +53,7 @@ def correctness():
     math.close()
 
 
-@examples(120)
+@examples(80)
 @given(batch=batches, answered=sandbox_answers)
 def test_correctness_reward_answers_every_sample(correctness, batch, answered):
     switch, reward = correctness
