@@ -10,15 +10,21 @@ examples on each run (for exploring locally, not for CI).
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 # The fake sandbox lives in the unit tier's conftest; make `tests.unit.conftest`
 # importable however pytest was started (`python -m pytest` or `pytest`).
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# Hypothesis's caches (constants found in the code under test) go outside the repository.
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    set_hypothesis_home_dir(Path(tempfile.gettempdir(), "rewardbox-hypothesis"))
 
 settings.register_profile(
     "rewardbox-fuzz",
