@@ -9,6 +9,7 @@ from rewards.base import Reward, RewardOutput, Sample
 from rewards.grade import Grade, grade, grade_no_code
 from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
 from rewards.policy import GradingPolicy
+from rewards.safe_json import plain
 from sandbox import LazySandbox, Limits, Sandbox, SandboxError
 
 T = TypeVar("T")
@@ -82,7 +83,7 @@ def output(g: Grade) -> RewardOutput:
     """A grade as the reward's output; everything but the numbers goes to metadata."""
     if g.reward is None:
         return RewardOutput.unscorable(g.error or "unusable label", verdict=None, kind=g.kind)
-    metadata = g.model_dump(mode="json", exclude={"reward", "score"})
+    metadata = plain(g.model_dump(mode="json", exclude={"reward", "score"}))  # whatever backend made the run
     return RewardOutput(reward=g.reward, score=g.score, metadata=metadata)
 
 
