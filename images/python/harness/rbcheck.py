@@ -17,6 +17,7 @@ Test data, one JSON object:
     modules         python: free names only used as `name.attr` (a module, if one exists)
     case_timeout_s  per test
     float_tolerance relative and absolute, for floats in outputs
+    compare         stdio and call: "tokens" (absent: the default), "exact" or "float" (rbcompare)
 """
 
 import importlib
@@ -24,13 +25,13 @@ import importlib.util
 import json
 import math
 import os
-import re
 import selectors
 import signal
 import subprocess
 import sys
 import time
 
+import rbcompare
 import rbwire
 from rbcgroup import oom_kills
 
@@ -39,8 +40,6 @@ SOLUTION = "/work/solution.py"
 SHOW_CHARS = 300
 OUTPUT_CAP_BYTES = 16 << 20
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-
-_INTEGER = re.compile(r"[+-]?\d+")
 
 DATA = None
 # In a pooled container, a process forked from the warm zygote before this
@@ -112,57 +111,11 @@ def show(value):
     return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS] + f"... ({len(text)} chars)"
 
 
-# -- comparisons: documented in the README ("Comparison rules") --------------
+# -- comparisons: the rules are rbcompare's, documented in the README ("Comparison rules")
 
-def same_text(got, want, tolerance):
-    """Program output against the expected output: line by line, trailing
-    whitespace and trailing blank lines ignored; a line that differs still
-    matches when its whitespace-separated tokens are equal, numbers within
-    `tolerance`. No case folding."""
-    got_lines, want_lines = _lines(got), _lines(want)
-    if len(got_lines) != len(want_lines):
-        return False
-    return all(g == w or _same_tokens(g.split(), w.split(), tolerance) for g, w in zip(got_lines, want_lines))
-
-
-def _lines(text):
-    return text.replace("\r\n", "\n").rstrip().split("\n") if text.strip() else []
-
-
-def _same_tokens(got, want, tolerance):
-    return len(got) == len(want) and all(g == w or _close_numbers(g, w, tolerance) for g, w in zip(got, want))
-
-
-def _close_numbers(got, want, tolerance):
-    """Integers compare exactly (1000001 is not 1000000); a token with a
-    decimal point or an exponent compares as a float within `tolerance`."""
-    if _INTEGER.fullmatch(got) and _INTEGER.fullmatch(want):
-        return int(got) == int(want)
-    try:
-        return math.isclose(float(got), float(want), rel_tol=tolerance, abs_tol=tolerance)
-    except ValueError:
-        return False
-
-
-def same_value(got, want, tolerance):
-    """A returned value against the expected one, both plain data: tuples and
-    lists alike (JSON has no tuples), floats within `tolerance`, bools only
-    equal to bools, everything else exact."""
-    if isinstance(got, tuple):
-        got = list(got)
-    if isinstance(want, tuple):
-        want = list(want)
-    if isinstance(got, bool) or isinstance(want, bool):
-        return type(got) is type(want) and got == want
-    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
-        if isinstance(got, float) or isinstance(want, float):
-            return math.isclose(got, want, rel_tol=tolerance, abs_tol=tolerance) or got == want
-        return got == want
-    if isinstance(got, list) and isinstance(want, list):
-        return len(got) == len(want) and all(same_value(g, w, tolerance) for g, w in zip(got, want))
-    if isinstance(got, dict) and isinstance(want, dict):
-        return got.keys() == want.keys() and all(same_value(got[k], want[k], tolerance) for k in got)
-    return type(got) is type(want) and got == want
+def _compare():
+    """The label's comparison mode and tolerance."""
+    return DATA.get("compare", rbcompare.DEFAULT_MODE), DATA["float_tolerance"]
 
 
 # -- stdin/stdout ----------------------------------------------------------
@@ -174,7 +127,7 @@ def _check_stdio(case):
         raise AssertionError(f"the program exited with {_status(code)} on input {show(case['input'])}\n"
                              f"stderr: {show(stderr.decode('utf-8', 'replace')[-2000:])}")
     got = stdout.decode("utf-8", "replace")
-    if not same_text(got, case["output"], DATA["float_tolerance"]):
+    if not rbcompare.same_output(got, case["output"], *_compare()):
         raise AssertionError(f"wrong output for input {show(case['input'])}\n"
                              f"expected: {show(case['output'])}\ngot:      {show(got)}")
 
@@ -338,10 +291,7 @@ def _check_call(case):
     __tracebackhide__ = True
     got = call(case["name"], *case["args"])
     want = case["output"]
-    tolerance = DATA["float_tolerance"]
-    # APPS wraps each expected return value in a list of one.
-    if same_value(got, want, tolerance) or (isinstance(want, list) and len(want) == 1
-                                            and same_value(got, want[0], tolerance)):
+    if rbcompare.same_return(got, want, *_compare()):
         return
     raise AssertionError(f"{case['name']}({', '.join(show(a) for a in case['args'])})\n"
                          f"expected: {show(want)}\ngot:      {show(got)}")
