@@ -70,6 +70,10 @@ class _GeneratedLabel(_Label):
 
     case_timeout_s: float = Field(3.0, gt=0, description="time limit per case (per assert, per input)")
     float_tolerance: float = Field(1e-6, ge=0, description="relative and absolute, for floats in outputs")
+    compare: Literal["tokens", "exact", "float"] = Field("tokens", description=(
+        "how outputs and returned values are compared (README, Comparison rules): 'tokens' as a contest "
+        "checker (an integer only by its own digits, a float within float_tolerance), 'exact' as written, "
+        "'float' any numbers within float_tolerance"))
 
     _mode: ClassVar[str] = ""
     _test_name: ClassVar[str] = "test_case"
@@ -103,7 +107,7 @@ class _GeneratedLabel(_Label):
     def _test_data(self) -> str:
         """Built once per label (labels are cached): samples share it."""
         return json.dumps({"mode": self._mode, "cases": self._cases(), "case_timeout_s": self.case_timeout_s,
-                           "float_tolerance": self.float_tolerance, **self._extra_data()})
+                           "float_tolerance": self.float_tolerance, "compare": self.compare, **self._extra_data()})
 
     def request(self, code: str, limits: Limits) -> RunRequest:
         return RunRequest(files={SOLUTION_FILE: code}, tests={TEST_FILE: self._test_module},
@@ -412,7 +416,7 @@ def _from_open_r1(raw: dict[str, Any]) -> dict[str, Any]:
     types = {c.get("type", "stdin_stdout") for c in cases}
     if types != {"stdin_stdout"}:
         raise LabelError(f"test case types {sorted(map(str, types))} are not supported (only stdin_stdout)")
-    options = {k: raw[k] for k in ("case_timeout_s", "float_tolerance") if k in raw}
+    options = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare") if k in raw}
     return {"kind": "stdio", "inputs": [c.get("input") for c in cases], "outputs": [c.get("output") for c in cases],
             **options}
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from rewards import AssertLabel, CallLabel, CheckLabel, LabelError, MathLabel, PytestLabel, StdioLabel, parse_label
+from sandbox import Limits
 
 KINDS = "asserts, call, check, math, pytest, stdio"
 TESTS = ("from solution import add\n\n"
@@ -71,10 +72,31 @@ def test_the_fields_of_each_format():
 
 def test_generated_formats_default_and_take_their_limits():
     default = parse_label(FORMATS["stdio"][0])
-    tuned = parse_label({**FORMATS["call"][0], "case_timeout_s": 1, "float_tolerance": 1e-3})
+    tuned = parse_label({**FORMATS["call"][0], "case_timeout_s": 1, "float_tolerance": 1e-3, "compare": "exact"})
 
-    assert (default.case_timeout_s, default.float_tolerance) == (3.0, 1e-6)
-    assert (tuned.case_timeout_s, tuned.float_tolerance) == (1.0, 1e-3)
+    assert (default.case_timeout_s, default.float_tolerance, default.compare) == (3.0, 1e-6, "tokens")
+    assert (tuned.case_timeout_s, tuned.float_tolerance, tuned.compare) == (1.0, 1e-3, "exact")
+
+
+@pytest.mark.parametrize("compare", ["tokens", "exact", "float"])
+@pytest.mark.parametrize("raw", [
+    pytest.param({"inputs": ["1\n"], "outputs": ["1\n"]}, id="stdio"),
+    pytest.param({"fn_name": "f", "inputs": [[1]], "outputs": [1]}, id="call"),
+    pytest.param({"input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}, id="apps-outside"),
+    pytest.param({"language": "python", "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"}]},
+                 id="open-r1"),
+])
+def test_the_comparison_mode_reaches_the_tests(raw, compare):
+    label = parse_label({**raw, "compare": compare})
+
+    assert label.compare == compare
+    assert json.loads(label.request("x = 1\n", Limits(timeout_s=4.0, memory_mb=256)).test_data)["compare"] == compare
+
+
+def test_the_comparison_mode_inside_apps_input_output():
+    label = parse_label({"input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"], "compare": "float"})})
+
+    assert label.compare == "float"
 
 
 def test_kind_wins_over_keys():
@@ -279,6 +301,8 @@ def test_a_bare_answer_may_be_long_but_not_too_long():
     pytest.param({"inputs": ["1\n"], "outputs": ["1\n"], "case_timeout_s": 0}, "bad stdio label: ", id="zero-case-timeout"),
     pytest.param({"inputs": ["1\n"], "outputs": ["1\n"], "float_tolerance": -1}, "bad stdio label: ",
                  id="negative-tolerance"),
+    pytest.param({"inputs": ["1\n"], "outputs": ["1\n"], "compare": "loose"}, "bad stdio label: ", id="unknown-compare"),
+    pytest.param({"fn_name": "f", "inputs": [[1]], "outputs": [1], "compare": None}, "bad call label: ", id="null-compare"),
     # APPS input_output
     pytest.param({"input_output": "{not json"}, "input_output is not valid JSON: ", id="input-output-invalid-json"),
     pytest.param({"input_output": ""}, "input_output is not valid JSON: ", id="input-output-empty"),
