@@ -33,7 +33,9 @@ def grade(result: RunResult, expected: ExpectedTests, policy: GradingPolicy) -> 
     as passed; a run that reports fewer tests, or extra ones, gains nothing.
     """
     total = expected.total
-    passed = expected.passed(result.tests) if result.verdict in (Verdict.PASSED, Verdict.FAILED) else 0
+    # A run stopped by its deadline keeps the tests that passed before it (the policy decides what they earn).
+    counted = result.verdict in (Verdict.PASSED, Verdict.FAILED, Verdict.TIMEOUT)
+    passed = expected.passed(result.tests) if counted else 0
     verdict = result.verdict
     if verdict in (Verdict.PASSED, Verdict.FAILED):
         verdict = Verdict.PASSED if total and passed == total else Verdict.FAILED

@@ -14,26 +14,35 @@ class GradingPolicy(BaseModel):
     """Rewards per outcome (design section 4).
 
     Tests passed earn `passed / expected`; every other verdict earns a fixed
-    penalty. `score` maps rewards onto [0, 1].
+    penalty, except a timeout: a run that its deadline stopped with cases still
+    to go earns the tests that passed before it, and the timeout penalty only
+    when none did (a slow but correct program is not scored below a fast wrong
+    one). `score` maps rewards onto [0, 1].
 
     >>> policy = GradingPolicy()
     >>> policy.reward(Verdict.FAILED, passed=3, total=4)
     0.75
     >>> policy.reward(Verdict.TIMEOUT, passed=0, total=4)
     -0.5
+    >>> policy.reward(Verdict.TIMEOUT, passed=3, total=4)
+    0.75
     >>> policy.score(-1.0), policy.score(1.0)
     (0.0, 1.0)
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    timeout_reward: float = Field(-0.5, le=0, description="the wall-clock deadline was hit")
+    timeout_reward: float = Field(-0.5, le=0, description="the wall-clock deadline was hit before any test passed")
     crash_reward: float = Field(-1.0, le=0, description="syntax, import or collection error, out of memory, output limit, killed")
     no_code_reward: float = Field(-1.0, le=0, description="no code found in the completion; no container is started")
     verdict_rewards: dict[Verdict, float] = Field(
-        default_factory=dict, description="overrides for single verdicts, e.g. {'out_of_memory': -0.8}")
+        default_factory=dict, description=(
+            "overrides for single verdicts, e.g. {'out_of_memory': -0.8}; one for 'timeout' replaces the "
+            "timeout penalty, which tests passed before the deadline still replace"))
 
     def reward(self, verdict: Verdict, passed: int, total: int) -> float:
+        if verdict is Verdict.TIMEOUT and passed > 0 and total:
+            return passed / total
         if verdict in self.verdict_rewards:
             return self.verdict_rewards[verdict]
         if verdict in (Verdict.PASSED, Verdict.FAILED):

@@ -9,7 +9,12 @@ from pydantic import BaseModel, ConfigDict
 from sandbox.models import Outcome, RunResult, TestResult, Verdict
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
-_MEMORY_ERRORS = {"MemoryError"}
+# rbcheck.OutOfMemory: a generated test whose worker the kernel's OOM killer took.
+_MEMORY_ERRORS = {"MemoryError", "rbcheck.OutOfMemory"}
+# A generated test whose solution process ended (exit, signal, any thread) or
+# broke the protocol without answering: a crash, whatever the other tests did,
+# so that exiting never scores above the penalty it avoids.
+_PROCESS_ENDED = {"rbcheck.WorkerError"}
 
 
 class ContainerFacts(BaseModel):
@@ -78,16 +83,24 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         last_line = (report.get("stdout") or "").strip().rsplit("\n", 1)[-1]
         return result(Verdict.COLLECTION_ERROR,
                       f"pytest collected no tests (exit status {report.get('returncode')}): {last_line}"[:2000])
+    # Crashes before tampering: editing the tests must not turn an exit's penalty into a plain failure.
+    tampered = bool(report.get("rejected_records") or report.get("tests_modified"))
     returncode = report.get("returncode")
     if isinstance(returncode, int) and returncode < 0:
-        return result(Verdict.KILLED, f"the test process was killed by signal {-returncode}")
-    if report.get("rejected_records") or report.get("tests_modified"):
+        return result(Verdict.KILLED, f"the test process was killed by signal {-returncode}", tampered=tampered)
+    ended = next((t for t in tests if t.exc_type in _PROCESS_ENDED), None)
+    if ended is not None:
+        return result(Verdict.KILLED, f"the solution's process ended without answering ({ended.nodeid}): "
+                                      f"{ended.message or ''}"[:2000], tampered=tampered)
+    unreported = set(collected[0]["nodeids"]) - {t.nodeid for t in tests}
+    if unreported:
+        # The deadline is checked above: an exit before it, by the code under test, is a crash.
+        return result(Verdict.KILLED, f"{len(unreported)} collected test(s) never reported (the test process "
+                                      f"ended early, exit status {returncode})", tampered=tampered)
+    if tampered:
         failed = tuple(t.model_copy(update={"outcome": Outcome.FAILED}) for t in tests)
         return result(Verdict.FAILED, "tampering detected: forged results or edited tests",
                       tests=failed, tampered=True)
-    unreported = set(collected[0]["nodeids"]) - {t.nodeid for t in tests}
-    if unreported:
-        return result(Verdict.FAILED, f"{len(unreported)} collected test(s) never reported (the process exited early)")
     passed = bool(tests) and all(t.outcome is Outcome.PASSED for t in tests)
     return result(Verdict.PASSED if passed else Verdict.FAILED)
 

@@ -56,8 +56,20 @@ def test_tests_the_run_never_reported_count_as_failed(fake_sandbox, result):
     assert (g.metadata["verdict"], g.reward, g.metadata["passed"], g.metadata["total"]) == (Verdict.FAILED, 0.25, 1, 4)
 
 
+@pytest.mark.parametrize("passes, reward, passed", [
+    pytest.param((F, F), -0.5, 0, id="nothing-passed"),
+    pytest.param((P, P), 0.5, 2, id="passes-before-the-deadline-count"),
+])
+def test_timeout(fake_sandbox, result, passes, reward, passed):
+    box = fake_sandbox(result(Verdict.TIMEOUT, *four(*passes), message="deadline exceeded"))
+
+    g = CodeReward(sandbox=box)(COMPLETION, LABEL)
+
+    m = g.metadata
+    assert (m["verdict"], g.reward, m["passed"], m["total"]) == (Verdict.TIMEOUT, reward, passed, 4)
+
+
 @pytest.mark.parametrize("verdict, reward", [
-    (Verdict.TIMEOUT, -0.5),
     (Verdict.SYNTAX_ERROR, -1.0),
     (Verdict.IMPORT_ERROR, -1.0),
     (Verdict.COLLECTION_ERROR, -1.0),

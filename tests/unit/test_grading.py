@@ -34,7 +34,10 @@ def test_crash_set_is_exactly_the_crash_verdicts():
     (Verdict.FAILED, 1, 3, 1 / 3),
     (Verdict.FAILED, 0, 4, 0.0),
     (Verdict.FAILED, 0, 0, 0.0),  # nothing to pass earns nothing, never a ZeroDivisionError
-    (Verdict.TIMEOUT, 3, 4, -0.5),  # tests passed before the deadline earn nothing
+    (Verdict.TIMEOUT, 3, 4, 0.75),  # tests passed before the deadline count
+    (Verdict.TIMEOUT, 4, 4, 1.0),
+    (Verdict.TIMEOUT, 0, 4, -0.5),  # the timeout penalty only when nothing passed
+    (Verdict.TIMEOUT, 0, 0, -0.5),
     (Verdict.NO_CODE, 0, 4, -1.0),
     *[(v, 2, 4, -1.0) for v in CRASH_VERDICTS],
 ])
@@ -53,17 +56,18 @@ def test_default_score(reward, score):
 CUSTOM = GradingPolicy(timeout_reward=-0.25, crash_reward=-2.0, no_code_reward=-3.0)
 
 
-@pytest.mark.parametrize("verdict, reward, score", [
-    (Verdict.TIMEOUT, -0.25, 2.75 / 4),
-    (Verdict.KILLED, -2.0, 0.25),
-    (Verdict.SYNTAX_ERROR, -2.0, 0.25),
-    (Verdict.NO_CODE, -3.0, 0.0),
-    (Verdict.PASSED, 1.0, 1.0),
+@pytest.mark.parametrize("verdict, passed, reward, score", [
+    (Verdict.TIMEOUT, 0, -0.25, 2.75 / 4),
+    (Verdict.TIMEOUT, 2, 0.5, 3.5 / 4),
+    (Verdict.KILLED, 4, -2.0, 0.25),
+    (Verdict.SYNTAX_ERROR, 4, -2.0, 0.25),
+    (Verdict.NO_CODE, 0, -3.0, 0.0),
+    (Verdict.PASSED, 4, 1.0, 1.0),
 ])
-def test_custom_policy(verdict, reward, score):
+def test_custom_policy(verdict, passed, reward, score):
     assert CUSTOM.min_reward == -3.0
-    assert CUSTOM.reward(verdict, passed=4, total=4) == reward
-    assert CUSTOM.score(CUSTOM.reward(verdict, passed=4, total=4)) == pytest.approx(score)
+    assert CUSTOM.reward(verdict, passed=passed, total=4) == reward
+    assert CUSTOM.score(CUSTOM.reward(verdict, passed=passed, total=4)) == pytest.approx(score)
 
 
 def test_zero_penalties_make_score_equal_reward():
@@ -80,6 +84,7 @@ def test_zero_penalties_make_score_equal_reward():
     pytest.param({Verdict.OUT_OF_MEMORY: -0.8}, Verdict.KILLED, 0, -1.0, -1.0, id="other-crashes-unchanged"),
     pytest.param({Verdict.KILLED: -4.0}, Verdict.KILLED, 0, -4.0, -4.0, id="harsher-lowers-min"),
     pytest.param({Verdict.TIMEOUT: -0.1}, Verdict.TIMEOUT, 0, -0.1, -1.0, id="timeout"),
+    pytest.param({Verdict.TIMEOUT: -0.1}, Verdict.TIMEOUT, 3, 0.75, -1.0, id="timeout-after-passes"),
     pytest.param({Verdict.NO_CODE: -2.0}, Verdict.NO_CODE, 0, -2.0, -2.0, id="no-code"),
     pytest.param({Verdict.FAILED: -0.2}, Verdict.FAILED, 3, -0.2, -1.0, id="failed-replaces-fraction"),
     pytest.param({Verdict.PASSED: 2.0}, Verdict.PASSED, 4, 2.0, -1.0, id="bonus-for-passing"),
@@ -140,7 +145,13 @@ ALL = [("test_a", P), ("test_b", P), ("test_b", P), ("TestC", "test_d", P)]
                  id="passing-is-decided-by-the-grader"),
     pytest.param(run(Verdict.FAILED, ("test_a", F), ("test_b", F), ("test_b", F), ("TestC", "test_d", F),
                      tampered=True), Verdict.FAILED, 0, 0.0, 0.5, id="tampered"),
-    pytest.param(run(Verdict.TIMEOUT, *ALL), Verdict.TIMEOUT, 0, -0.5, 0.25, id="timeout"),
+    pytest.param(run(Verdict.TIMEOUT), Verdict.TIMEOUT, 0, -0.5, 0.25, id="timeout"),
+    pytest.param(run(Verdict.TIMEOUT, ("test_a", F), ("test_b", Outcome.ERROR)), Verdict.TIMEOUT, 0, -0.5, 0.25,
+                 id="timeout-nothing-passed"),
+    # A run deadline that stops the run with tests still to go: the tests that passed count.
+    pytest.param(run(Verdict.TIMEOUT, ("test_a", P), ("test_b", P), ("test_b", F)), Verdict.TIMEOUT, 2, 0.5, 0.75,
+                 id="timeout-after-passes"),
+    pytest.param(run(Verdict.TIMEOUT, *ALL), Verdict.TIMEOUT, 4, 1.0, 1.0, id="timeout-after-all-passed"),
     *[pytest.param(run(v, *ALL), v, 0, -1.0, 0.0, id=v.value) for v in CRASH_VERDICTS],
 ])
 def test_grade(result, verdict, passed, reward, score):

@@ -89,7 +89,20 @@ CLEAN = ContainerFacts(exit_code=0, duration_s=1.5)
                  id="skipped-is-not-passed"),
     pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "xfailed")), CLEAN, Verdict.FAILED,
                  id="xfailed-is-not-passed"),
-    pytest.param(report(collected(NODE_A), returncode=0), CLEAN, Verdict.FAILED, id="collected-but-no-test-records"),
+    pytest.param(report(collected(NODE_A), returncode=0), CLEAN, Verdict.KILLED, id="collected-but-no-test-records"),
+    # A generated test whose solution process ended without answering: a crash, whatever else passed.
+    pytest.param(report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"),
+                        outcome_record(NODE_B, "failed", "rbcheck.WorkerError"), returncode=1), CLEAN,
+                 Verdict.KILLED, id="worker-ended"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "rbcheck.WorkerError"), returncode=1),
+                 ContainerFacts(deadline_hit=True), Verdict.TIMEOUT, id="deadline-beats-worker-ended"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "rbcheck.OutOfMemory"), returncode=1),
+                 CLEAN, Verdict.OUT_OF_MEMORY, id="worker-oom-killed"),
+    # Failures that are the solution's own answer stay failures.
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "rbcheck.CaseTimeout"), returncode=1),
+                 CLEAN, Verdict.FAILED, id="case-timeout-is-graded-later"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "SystemExit"), returncode=1),
+                 CLEAN, Verdict.FAILED, id="pytest-caught-system-exit"),
 ])
 def test_verdicts(rep, facts, verdict):
     assert judge(rep, facts).verdict is verdict
@@ -179,11 +192,56 @@ def test_malformed_test_records_are_dropped():
     assert [t.nodeid for t in result.tests] == [NODE_A]
 
 
-def test_collected_test_without_a_record_is_not_passed():
-    # test_a passes, then the code under test exits the process with status 0 before test_b runs.
-    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), returncode=0, finished=False)
+@pytest.mark.parametrize("returncode, finished", [
+    pytest.param(0, False, id="os-exit-0"),  # os._exit(0), e.g. from a watchdog thread
+    pytest.param(3, False, id="os-exit-3"),
+    pytest.param(2, True, id="session-interrupted"),  # pytest.exit() or KeyboardInterrupt: the session stops
+])
+def test_collected_test_without_a_record_is_a_crash(returncode, finished):
+    # test_a passes, then the code under test ends the process before test_b reports: a
+    # crash (-1.0), never a plain failure (0.0) above the timeout (-0.5) the exit may have avoided.
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), returncode=returncode,
+                 finished=finished)
 
-    assert judge(rep, CLEAN).verdict is Verdict.FAILED
+    result = judge(rep, CLEAN)
+
+    assert result.verdict is Verdict.KILLED
+    assert result.message == f"1 collected test(s) never reported (the test process ended early, exit status {returncode})"
+    assert [t.outcome for t in result.tests] == [Outcome.PASSED]
+
+
+def test_the_deadline_beats_the_crash_of_unreported_tests():
+    # The harness's deadline stopped the tests: a timeout, with what passed before it.
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), returncode=-9, timed_out=True,
+                 finished=False)
+
+    result = judge(rep, CLEAN)
+
+    assert result.verdict is Verdict.TIMEOUT
+    assert [(t.nodeid, t.outcome) for t in result.tests] == [(NODE_A, Outcome.PASSED)]
+
+
+@pytest.mark.parametrize("tamper", [{"rejected_records": 1}, {"tests_modified": True}])
+@pytest.mark.parametrize("crash", [
+    pytest.param(report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"), finished=False),
+                 id="unreported"),
+    pytest.param(report(collected(NODE_A), outcome_record(NODE_A, "failed", "rbcheck.WorkerError")), id="worker-ended"),
+    pytest.param(report(collected(NODE_A), returncode=-9), id="signal"),
+])
+def test_tampering_does_not_turn_a_crash_into_a_failure(crash, tamper):
+    result = judge({**crash, **tamper}, CLEAN)
+
+    assert result.verdict is Verdict.KILLED
+    assert result.tampered is True
+
+
+def test_a_worker_that_ended_names_the_test():
+    rep = report(collected(NODE_A, NODE_B), outcome_record(NODE_A, "passed"),
+                 outcome_record(NODE_B, "failed", "rbcheck.WorkerError",
+                                message="rbcheck.WorkerError: the solution's process ended (status 0) before answering"))
+
+    assert judge(rep, CLEAN).message == (f"the solution's process ended without answering ({NODE_B}): "
+                                         "rbcheck.WorkerError: the solution's process ended (status 0) before answering")
 
 
 def test_container_facts_are_frozen():
