@@ -1,19 +1,61 @@
-"""Finding the code in a completion: a pure function of the text."""
+"""Finding the code in a completion: a pure function of the text.
+
+Cleaning removes only what a tokenizer or a chat template put in the text, and
+only where they put it:
+
+- special tokens (`<|im_end|>`, `<|eot_id|>`, `</s>`, ...): a run of them at
+  the very start or the very end of the response, with the whitespace between
+  them (whitespace touching the text stays);
+- a turn boundary between the messages of a multi-turn completion (a run of
+  special tokens holding a turn header: `<|im_end|>\\n<|im_start|>assistant\\n`,
+  `<|eot_id|><|start_header_id|>assistant<|end_header_id|>`), which becomes a
+  newline;
+- reasoning, per message: up to the last `</think>`, whether the message opens
+  it with `<think>` (after leading whitespace) or a chat template opened it in
+  the prompt (Qwen3, DeepSeek-R1: the response holds only `</think>`). A
+  message that opens `<think>` (or whose prompt did) and never closes it was
+  cut while reasoning: it holds no answer yet.
+
+Inside code no token or tag counts, so nothing there is removed: a fenced
+block's body, an inline code span, or, in a completion without fenced blocks,
+a message (or the whole text) that parses as Python: every tag in it is in a
+string or a comment (parsed on the host below `MAX_HOST_PARSE_CHARS` only). A
+`<think>` anywhere but at the start of a message is text. Every step is one
+pass, or one regex anchored at an edge, over the text: linear on any input.
+"""
 
 import ast
+import bisect
 import re
+from collections.abc import Iterable
 
 from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 
-# Chat-template markers and end-of-sequence tokens that decoding with special
-# tokens leaves in the text (Qwen/ChatML, Llama 3, Llama 2/Mistral, Gemma, GPT-2).
-_CHAT_TOKENS = re.compile(r"<\|[A-Za-z0-9_]+\|>|<end_of_turn>|<start_of_turn>(?:model|user)?|\[/?INST\]")
-# Tokens that also occur in ordinary code ("<s>" in an HTML string) are only
-# removed where a tokenizer puts them: at the very start or end. Each pattern is
-# tried once, at the start of the text or of the reversed text (a pattern ending
-# in `$` is retried from every position: quadratic on hostile text).
-_LEADING_TOKENS = re.compile(r"\A(?:\s*(?:<s>|<bos>))+")
-_TRAILING_TOKENS_REVERSED = re.compile(r"\A(?:\s*(?:>s/<|>soe<|>dap<))+")  # </s>, <eos>, <pad>
+_ROLE = r"[A-Za-z_]{1,20}"
+# A turn header names the role of the message that follows: ChatML (Qwen), Llama 3,
+# Gemma, Phi-3, DeepSeek. Each form has its mirror image, for the end of the text.
+_HEADERS = (rf"<\|im_start\|>{_ROLE}\n", rf"<\|start_header_id\|>{_ROLE}<\|end_header_id\|>", rf"<start_of_turn>{_ROLE}\n")
+_HEADERS_REVERSED = (rf"\n{_ROLE}>\|trats_mi\|<", rf">\|di_redaeh_dne\|<{_ROLE}>\|di_redaeh_trats\|<", rf"\n{_ROLE}>nrut_fo_trats<")
+_ROLE_TOKENS = r"<\|(?:assistant|user|system|tool)\|>|<｜(?:Assistant|User)｜>"
+# Chat markers and end-of-sequence tokens (`<|...|>`: Qwen, Llama 3, Phi, GPT-2; `<｜...｜>`:
+# DeepSeek; Gemma; Llama 2/Mistral). Bounded lengths: no attempt scans far.
+_CHAT = (r"<\|[A-Za-z0-9_]{1,40}\|>", r"<｜[\w▁]{1,40}｜>", r"<(?:start|end)_of_turn>", r"\[/?INST\]")
+_CHAT_REVERSED = (r">\|[A-Za-z0-9_]{1,40}\|<", r">｜[\w▁]{1,40}｜<", r">nrut_fo_(?:trats|dne)<", r"\]TSNI/?\[")
+# Tokens that also occur in ordinary text ("<s>" in an HTML string) count only at
+# their own edge: start tokens at the start, end tokens at the end.
+_START_ONLY = (r"<s>", r"<bos>")
+_END_ONLY_REVERSED = (r">s/<", r">soe<", r">dap<")  # </s>, <eos>, <pad>
+
+# Each edge pattern is tried once, at the start of the text or of the reversed
+# text (a pattern ending in `$` is retried from every position: quadratic on hostile text).
+_LEADING_TOKENS = re.compile(rf"\A(?:\s*(?:{'|'.join(_HEADERS + _CHAT + _START_ONLY)}))+")
+_TRAILING_TOKENS_REVERSED = re.compile(rf"\A(?:\s*(?:{'|'.join(_HEADERS_REVERSED + _CHAT_REVERSED + _END_ONLY_REVERSED)}))+")
+_TOKEN_RUN = re.compile(rf"(?:{'|'.join(_HEADERS + _CHAT)})(?:\s*(?:{'|'.join(_HEADERS + _CHAT)}))*")
+_HEADER = re.compile("|".join((*_HEADERS, _ROLE_TOKENS)))
+_SPACES = re.compile(r"\s*")
+# Markdown's inline code, on one line: backticks pair from the left.
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_OPEN_THINK, _CLOSE_THINK = "<think>", "</think>"
 # A fence line: its language tag, and whether a newline ends it. Nothing after the
 # backticks can fail, so no match backtracks; `finditer` visits each line once.
 _FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*(\n?)", re.MULTILINE)
@@ -22,20 +64,28 @@ _CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if
 
 
 def strip_completion(completion: str, prompt: str | None = None, keep_think: bool = False) -> str:
-    """The response alone: without the prompt, special tokens or (unless
-    `keep_think`) reasoning."""
+    """The response alone: without the prompt, the special tokens a tokenizer
+    left at its edges and between its turns, or (unless `keep_think`) the
+    reasoning. See the module docstring for where each is recognised.
+
+    >>> strip_completion("<think>a</think>\\nanswer<|im_end|>")
+    '\\nanswer'
+    >>> strip_completion("return '<|im_end|>'<|im_end|>")
+    "return '<|im_end|>'"
+    >>> strip_completion("still thinking", prompt="<|im_start|>assistant\\n<think>\\n")
+    ''
+    """
     text = completion
     if prompt and text.startswith(prompt):
         text = text[len(prompt):]
-    text = _strip_edge_tokens(_CHAT_TOKENS.sub("", text))
-    if keep_think:
-        return text
-    text = _drop_think_blocks(text)
-    if "</think>" in text:  # the template opened <think> inside the prompt
-        text = text.rsplit("</think>", 1)[1]
-    if "<think>" in text:  # reasoning that never ended holds no answer
-        text = text.split("<think>", 1)[0]
-    return text
+    text = _strip_edge_tokens(text)
+    code = _Code(text)
+    messages = _messages(text, code)
+    if not keep_think:
+        opened = bool(prompt) and prompt.rstrip().endswith(_OPEN_THINK)  # the template opened the reasoning
+        messages = [(_answer_start(text, start, end, code, opened and i == 0), end)
+                    for i, (start, end) in enumerate(messages)]
+    return "\n".join(text[start:end] for start, end in messages)
 
 
 def extract_code(completion: str, prompt: str | None = None) -> str | None:
@@ -53,35 +103,106 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     blocks, unclosed = _fenced_blocks(text)
     if not blocks and unclosed is not None:  # generation cut off inside a block
         blocks = [unclosed]
-    tagged = [body for tag, body in blocks if tag in _PYTHON_TAGS and tag]
-    python = tagged or [body for tag, body in blocks if tag in _PYTHON_TAGS]  # an untagged block after
+    bodies = [(tag, text[start:end]) for tag, start, end in blocks]
+    tagged = [body for tag, body in bodies if tag in _PYTHON_TAGS and tag]
+    python = tagged or [body for tag, body in bodies if tag in _PYTHON_TAGS]  # an untagged block after
     if python:                                                                # the code is often its output
         code = python[-1]
-    elif blocks:
+    elif bodies:
         return None  # only other languages
     else:
         code = text if _looks_like_code(text) else ""
     return code if code.strip() else None
 
 
-def _fenced_blocks(text: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
-    """The closed fenced blocks as (lower-case tag, body), and the block left
-    open at the end, if any. A fence line opens a block when it ends in a
-    newline; the next fence line closes it, whatever follows its backticks."""
-    blocks: list[tuple[str, str]] = []
+def _fenced_blocks(text: str) -> tuple[list[tuple[str, int, int]], tuple[str, int, int] | None]:
+    """The closed fenced blocks as (lower-case tag, body start, body end), and
+    the block left open at the end, if any. A fence line opens a block when it
+    ends in a newline; the next fence line closes it, whatever follows its backticks."""
+    blocks: list[tuple[str, int, int]] = []
     tag, body_start = None, 0
     for fence in _FENCE_LINE.finditer(text):
         if tag is not None:
-            blocks.append((tag, text[body_start:fence.start()]))
+            blocks.append((tag, body_start, fence.start()))
             tag = None
         elif fence.group(2):
             tag, body_start = fence.group(1).lower(), fence.end()
-    return blocks, (tag, text[body_start:]) if tag is not None else None
+    return blocks, (tag, body_start, len(text)) if tag is not None else None
+
+
+class _Code:
+    """Where `text` is code, in which no token or tag is a marker: the bodies
+    of its fenced blocks and its inline code spans (`` `</think>` ``); in a
+    text without fenced blocks, a span (the text, or one message) that parses
+    as Python, parsed only when a marker is in question."""
+
+    def __init__(self, text: str):
+        self.text = text
+        blocks, unclosed = _fenced_blocks(text)
+        self.bodies = _starts_ends((start, end) for _, start, end in blocks + ([unclosed] if unclosed else []))
+        self.inline = _starts_ends(span.span() for span in _INLINE_CODE.finditer(text))
+        self._parses: dict[tuple[int, int], bool] = {}
+
+    def holds(self, pos: int, start: int, end: int) -> bool:
+        """Whether `pos`, in the span `start:end`, is in code."""
+        if _within(pos, *self.bodies) or _within(pos, *self.inline):
+            return True
+        if self.bodies[0] or len(self.text) > MAX_HOST_PARSE_CHARS:
+            return False  # prose around blocks, or never parsed on the host: its markers count
+        if (start, end) not in self._parses:  # the spans parsed add up to twice the text at most
+            self._parses[start, end] = _parses(self.text[start:end])
+        return self._parses[start, end]
+
+
+def _starts_ends(spans: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    starts, ends = [], []
+    for start, end in spans:
+        starts.append(start)
+        ends.append(end)
+    return starts, ends
+
+
+def _within(pos: int, starts: list[int], ends: list[int]) -> bool:
+    """Whether `pos` falls in one of the sorted, disjoint spans."""
+    i = bisect.bisect_right(starts, pos) - 1
+    return i >= 0 and pos < ends[i]
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _messages(text: str, code: _Code) -> list[tuple[int, int]]:
+    """The spans of the messages between the turn boundaries outside code."""
+    spans, start = [], 0
+    for run in _TOKEN_RUN.finditer(text):
+        if _HEADER.search(run.group()) and not code.holds(run.start(), 0, len(text)):
+            spans.append((start, run.start()))
+            start = run.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _answer_start(text: str, start: int, end: int, code: _Code, opened: bool) -> int:
+    """Where the answer of the message `start:end` begins: after its last
+    `</think>` outside code; `end` (no answer) when its reasoning never closed."""
+    close = text.rfind(_CLOSE_THINK, start, end)
+    while close >= 0 and code.holds(close, start, end):
+        close = text.rfind(_CLOSE_THINK, start, close)  # rfind scans back from here on: linear in all
+    if close >= 0:
+        return close + len(_CLOSE_THINK)
+    thinking = opened or text.startswith(_OPEN_THINK, _SPACES.match(text, start, end).end(), end)
+    return end if thinking else start
 
 
 def _strip_edge_tokens(text: str) -> str:
-    """Without the start tokens (and the whitespace before them) at the very
-    start, nor the end tokens (and the whitespace after them) at the very end."""
+    """Without the run of start tokens (and the whitespace before them) at the
+    very start, nor the run of end tokens (and the whitespace after them) at
+    the very end."""
     leading = _LEADING_TOKENS.match(text)
     trailing = _TRAILING_TOKENS_REVERSED.match(text[::-1])
     start = leading.end() if leading else 0
@@ -101,14 +222,3 @@ def _looks_like_code(text: str) -> bool:
     # Prose rarely parses; when it does ("Hello\nWorld"), it is bare names or constants.
     return any(not (isinstance(node, ast.Expr) and isinstance(node.value, (ast.Name, ast.Constant)))
                for node in tree.body)
-
-
-def _drop_think_blocks(text: str) -> str:
-    """Every closed `<think>...</think>` removed, in linear time (a regex
-    rescans to the end from each unclosed tag: quadratic on hostile text)."""
-    kept, pos = [], 0
-    while (start := text.find("<think>", pos)) >= 0 and (end := text.find("</think>", start)) >= 0:
-        kept.append(text[pos:start])
-        pos = end + len("</think>")
-    kept.append(text[pos:])
-    return "".join(kept)

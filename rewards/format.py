@@ -103,7 +103,7 @@ def response_text(completion: str, prompt: str | None = None, keep_think: bool =
     lends its tag to the response, so the reasoning block is whole again.
 
     >>> response_text("<|im_start|>assistant\\n<think>a</think>b<|im_end|>")
-    'assistant\\n<think>a</think>b'
+    '<think>a</think>b'
     >>> response_text("a</think>b", prompt="<|im_start|>assistant\\n<think>\\n")
     '<think>a</think>b'
     """
