@@ -27,6 +27,7 @@ from rewards.lifecycle import StoppableSandbox
 from rewards.registry import Registry, UnknownRewardError, configured_registry
 from rewards.server.app import ServerSettings
 from sandbox import DEFAULT_IMAGE, InvalidRequest, Limits, SandboxError
+from sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S
 from sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
@@ -83,7 +84,9 @@ def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
     """The options of the sandbox, the same for `score` and `serve`."""
     command.add_argument("-j", "--workers", type=int, default=None,
                          help="containers at once (default: the CPU count); with --ray, on each sandbox node")
-    command.add_argument("--timeout-s", type=float, default=Limits().timeout_s, help="deadline per sample")
+    command.add_argument("--timeout-s", type=float, default=None,
+                         help=f"deadline per sample (default: {DEFAULT_TIMEOUT_S:g} s plus {PER_TEST_TIMEOUT_S:g} s "
+                              f"per test, at most {MAX_DEFAULT_TIMEOUT_S:g} s)")
     command.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
     command.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
     command.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
@@ -250,6 +253,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _limits(args: argparse.Namespace) -> Limits:
+    if args.timeout_s is None:  # not given: the deadline grows with each sample's tests (Limits.for_tests)
+        return _validated(Limits, memory_mb=args.memory_mb)
     if not math.isfinite(args.timeout_s):  # pydantic's gt=0 lets infinity through
         raise UsageError(f"--timeout-s must be a finite number of seconds, not {args.timeout_s}")
     return _validated(Limits, timeout_s=args.timeout_s, memory_mb=args.memory_mb)

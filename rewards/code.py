@@ -23,7 +23,9 @@ class CodeReward(Reward):
 
     Thread-safe: one `CodeReward` can serve many threads; they share the
     sandbox's bound on containers running at once. Without a sandbox given,
-    one with default options is made on first use.
+    one with default options is made on first use. Without a `timeout_s` in
+    `limits`, a sample's run deadline grows with its label's test count
+    (`Limits.for_tests`).
     """
 
     name = "code"
@@ -72,7 +74,8 @@ class CodeReward(Reward):
         if code is None:
             return _done(grade_no_code(label.expected.total, self.policy).model_copy(update={"kind": label.kind}))
         try:
-            request = label.request(code, self.limits)
+            # Our default deadline must not cut a slow but correct run of many tests short.
+            request = label.request(code, self.limits.for_tests(label.expected.total))
         except (TypeError, ValueError) as exc:  # e.g. label values that are not JSON data
             return _unusable(sample, f"bad {label.kind} label: {exc}", label.kind)
         return _then(self.sandbox.submit(request),

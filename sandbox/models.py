@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_PATH_DEPTH = 8
 # A program's output and fetched files come back base64 in the harness's report,
-# which the host reads through a window of `output_bytes` + 1 MiB (runner.py):
-# 4/3 of 2 MiB still fits, with room for the rest of the report.
+# which is at most 8 MiB (sandbox.protocol.MAX_REPORT_BYTES): 4/3 of 2 MiB
+# fits, with room for the rest of the report.
 MAX_PROGRAM_OUTPUT_BYTES = 2 << 20
 
 
@@ -19,10 +19,31 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# The default run deadline of a run of N tests, when `timeout_s` is not given:
+# min(MAX_DEFAULT_TIMEOUT_S, DEFAULT_TIMEOUT_S + PER_TEST_TIMEOUT_S * N). A
+# correct solution whose tests take half a second each on average is never cut
+# short by our default; the cap bounds what a looping one holds a container.
+DEFAULT_TIMEOUT_S = 10.0
+PER_TEST_TIMEOUT_S = 0.5
+MAX_DEFAULT_TIMEOUT_S = 120.0
+
+
+def default_timeout_s(tests: int) -> float:
+    """The default run deadline of a run of `tests` tests.
+
+    >>> default_timeout_s(0), default_timeout_s(60), default_timeout_s(10_000)
+    (10.0, 40.0, 120.0)
+    """
+    return min(MAX_DEFAULT_TIMEOUT_S, DEFAULT_TIMEOUT_S + PER_TEST_TIMEOUT_S * max(0, tests))
+
+
 class Limits(Frozen):
     """Resource limits of one run. Defaults suit unit-test-sized problems."""
 
-    timeout_s: float = Field(10.0, gt=0, description="wall clock for the tests, from the harness's start")
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description=(
+        "wall clock for the tests, from the harness's start. When not given, a run of N tests gets "
+        f"min({MAX_DEFAULT_TIMEOUT_S:g}, {DEFAULT_TIMEOUT_S:g} + {PER_TEST_TIMEOUT_S:g} N) s (`for_tests`, "
+        "N counted by the grader before the run); a value given is kept as it is"))
     startup_grace_s: float = Field(5.0, ge=0, description="added to timeout_s for the host's hard deadline")
     memory_mb: int = Field(512, ge=32, description="memory limit; swap is not allowed")
     cpus: float = Field(1.0, gt=0, description="CPU quota in cores")
@@ -33,6 +54,17 @@ class Limits(Frozen):
     inodes: int = Field(4096, ge=64, description="files per tmpfs")
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
     file_size_mb: int = Field(64, ge=1, description="RLIMIT_FSIZE")
+
+    def for_tests(self, tests: int) -> "Limits":
+        """These limits for a run of `tests` tests: the default deadline grows
+        with them (`default_timeout_s`); a `timeout_s` that was given is kept.
+
+        >>> Limits().for_tests(60).timeout_s, Limits(timeout_s=10).for_tests(60).timeout_s
+        (40.0, 10.0)
+        """
+        if "timeout_s" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"timeout_s": default_timeout_s(tests)})
 
 
 class RunRequest(Frozen):

@@ -10,6 +10,11 @@ import secrets
 from sandbox.models import RunRequest
 
 REPORT_PREFIX = b"RBREPORT "
+# The longest report line the supervisor writes (its own MAX_REPORT_BYTES): it
+# bounds the report by shedding failure messages, and fails as ours beyond that,
+# so a host that reads this much beyond the output limit never mistakes our
+# report for the solution's output. 10,000 tests take a few MiB.
+MAX_REPORT_BYTES = 8 << 20
 
 # The longest text kept of each report field, in characters (the rest is cut,
 # and the cut said): what a person reads fits, and no field grows a result

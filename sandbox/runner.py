@@ -23,14 +23,16 @@ from sandbox import __version__
 from sandbox.engine import DockerEngine, EngineProbe, probe_engine
 from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from sandbox.models import RunRequest, RunResult
-from sandbox.protocol import encode_request, new_nonce, parse_report
+from sandbox.protocol import MAX_REPORT_BYTES, encode_request, new_nonce, parse_report
 from sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = f"rewardbox/python:{__version__}"
 DEFAULT_MAX_CONTAINERS = 4
-REPORT_MARGIN_BYTES = 1 << 20  # the harness's report: test records and output heads
+# Read beyond the output limit: the harness's report (test records, output heads),
+# its prefix and signature. Only the solution's own output is held to the limit.
+REPORT_MARGIN_BYTES = MAX_REPORT_BYTES + (64 << 10)
 FRAME_HEADER = struct.Struct(">BxxxL")
 
 

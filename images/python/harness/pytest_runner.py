@@ -1,5 +1,6 @@
 """The pytest child: runs the tests with a configuration the grader owns and
-sends one signed record per event to the supervisor.
+sends one signed record per event to the supervisor (the collected list in
+as many records as it takes, each marked whether `more` follow).
 
 argv: KEY_FD RECORDS_FD DATA_FD TEST_FILE...   (DATA_FD -1: no test data)
 
@@ -24,14 +25,26 @@ import json
 import os
 import sys
 
+import pytest
+
 WORK_DIR = "/work"
 HARNESS_DIR = "/opt/rewardbox"  # rbcheck, for generated tests
 PR_SET_DUMPABLE = 4
-MESSAGE_CHARS = 2000
+# Every text a record carries is cut here, so that a record stays below the
+# supervisor's MAX_RECORD_BYTES (64 KiB) however long a test's id or failure is:
+# 2,000 + 260 + 2 x 500 + 200 characters, at most 12 bytes each in JSON.
+MESSAGE_CHARS = 2000  # the tail: pytest's failure text ends with the error
+NODEID_CHARS = 240  # the head, then a digest of the rest: cut ids stay distinct
+NAME_CHARS = 500  # a test function's or class's name (sandbox.protocol cuts there too)
+EXC_TYPE_CHARS = 200
+TERMINAL_CHARS = 2000  # the tail of pytest's own terminal output
+# The collected list goes out in records of about this size: 10,000 ids are many records, never one too long.
+COLLECTED_CHUNK_BYTES = 16 * 1024
 
 
 class RecordPlugin:
     def __init__(self, key, fd):
+        self._terminal = Tail(TERMINAL_CHARS)
         # Bound now, so later monkeypatching of os/json/hmac does not reach us.
         self._sign = lambda body: hmac.new(key, body, hashlib.sha256).hexdigest().encode()
         self._write = os.write
@@ -45,14 +58,37 @@ class RecordPlugin:
         body = self._dumps(record, separators=(",", ":")).encode()
         self._write(self._fd, self._sign(body) + b" " + body + b"\n")
 
+    @pytest.hookimpl(trylast=True)  # after the terminal plugin made its reporter
+    def pytest_configure(self, config):
+        """pytest's own report (progress, tracebacks, summary) goes to a tail
+        kept here, not to the test process's stdout: the supervisor counts that
+        stream against the solution's output limit, and pytest's account of 220
+        long failures is ours, not the solution's output."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
+            config.pluginmanager.register(pytest.TerminalReporter(config, self._terminal), "terminalreporter")
+
+    def pytest_unconfigure(self, config):
+        self._emit({"event": "terminal", "text": self._terminal.text()})
+
     def pytest_collection_finish(self, session):
         for item in session.items:
             cls = getattr(item, "cls", None)
             self._items[item.nodeid] = {
-                "name": getattr(item, "originalname", item.name),
-                "cls": cls.__name__ if cls is not None else None,
+                "name": _cut(getattr(item, "originalname", item.name), NAME_CHARS),
+                "cls": _cut(cls.__name__, NAME_CHARS) if cls is not None else None,
             }
-        self._emit({"event": "collected", "nodeids": list(self._items)})
+        chunk, size = [], 0
+        for nodeid in self._items:
+            nodeid = _nodeid(nodeid)
+            length = len(self._dumps(nodeid)) + 1
+            if chunk and size + length > COLLECTED_CHUNK_BYTES:
+                self._emit({"event": "collected", "nodeids": chunk, "more": True})
+                chunk, size = [], 0
+            chunk.append(nodeid)
+            size += length
+        self._emit({"event": "collected", "nodeids": chunk, "more": False})
 
     def pytest_exception_interact(self, node, call, report):
         if report.when == "collect":
@@ -65,9 +101,9 @@ class RecordPlugin:
         if report.failed:
             self._emit({
                 "event": "collect_error",
-                "nodeid": report.nodeid,
-                "exc_type": self._collect_errors.get(report.nodeid),
-                "message": str(report.longrepr)[-MESSAGE_CHARS:],
+                "nodeid": _nodeid(report.nodeid),
+                "exc_type": _cut(self._collect_errors.get(report.nodeid), EXC_TYPE_CHARS),
+                "message": _tail(str(report.longrepr), MESSAGE_CHARS),
             })
 
     def pytest_runtest_logreport(self, report):
@@ -86,14 +122,14 @@ class RecordPlugin:
                 outcome = "skipped"
             else:
                 continue
-            message = str(rep.longrepr)[-MESSAGE_CHARS:] if rep.longrepr else None
-            exc_type = _exc_type(rep)
+            message = _tail(str(rep.longrepr), MESSAGE_CHARS) if rep.longrepr else None
+            exc_type = _cut(_exc_type(rep), EXC_TYPE_CHARS)
             break
         call = [rep for rep in reports if rep.when == "call"]
         info = self._items.get(nodeid, {})
         self._emit({
             "event": "test",
-            "nodeid": nodeid,
+            "nodeid": _nodeid(nodeid),
             "name": info.get("name"),
             "cls": info.get("cls"),
             "outcome": outcome if reports else "error",
@@ -104,6 +140,45 @@ class RecordPlugin:
 
     def pytest_sessionfinish(self, session, exitstatus):
         self._emit({"event": "finished", "exitstatus": int(exitstatus)})
+
+
+class Tail:
+    """A text stream that keeps only its last `keep` characters."""
+
+    def __init__(self, keep):
+        self.keep = keep
+        self._text = ""
+
+    def write(self, text):
+        self._text = (self._text + text)[-self.keep:]
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def text(self):
+        return self._text
+
+
+def _cut(text, chars):
+    return text if text is None or len(text) <= chars else text[:chars]
+
+
+def _tail(text, chars):
+    return text if len(text) <= chars else text[-chars:]
+
+
+def _nodeid(nodeid):
+    """A test id of at most NODEID_CHARS + 20 characters: longer ones (a
+    parametrized test's long argument) keep their head and a digest of the
+    whole, so that two cut ids are still told apart."""
+    if len(nodeid) <= NODEID_CHARS:
+        return nodeid
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{nodeid[:NODEID_CHARS]}...#{digest}"
 
 
 def _exc_type(report):
@@ -128,7 +203,6 @@ def main():
 
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
-    import pytest
 
     if data_fd < 0:
         # A dataset's pytest module imports the completion as `solution`. After

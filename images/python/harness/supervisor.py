@@ -39,7 +39,21 @@ TESTS_DIR = "/work/.tests"  # created here, then made read-only
 RUNNER = "/opt/rewardbox/pytest_runner.py"
 PR_SET_DUMPABLE = 4
 KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
+# A line on the records pipe longer than this is no record of ours: the test
+# process cuts every text it sends (pytest_runner.py), and sends the collected
+# list in several records.
 MAX_RECORD_BYTES = 64 * 1024
+# Failure messages are for people, not for grading: the first ones are kept as
+# the test process sent them (up to 2,000 characters each), later ones cut to
+# their last SHORT_MESSAGE_CHARS, and past MESSAGES_CHARS in all left out, so
+# that 10,000 failing tests make a report of a few MiB.
+FULL_MESSAGES_CHARS = 1 << 20
+MESSAGES_CHARS = 2 << 20
+SHORT_MESSAGE_CHARS = 200
+# The report's line is at most this long (sandbox/protocol.py's MAX_REPORT_BYTES,
+# which the host reads beyond the output limit). A report over it sheds its
+# messages; one still over it is a failure of ours (harness_error), never a verdict.
+MAX_REPORT_BYTES = 8 << 20
 CHILD_EXIT_GRACE_S = 0.5
 KILL_WAIT_S = 2.0
 SYSCALLS = {"x86_64": {"ioprio_get": 252, "sched_getattr": 315},
@@ -279,7 +293,9 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None
         "timed_out": timed_out,
         "output_exceeded": output_exceeded,
         "duration_s": round(duration, 6),
-        "stdout": streams["stdout"].text(),
+        # What the tests printed, then the tail of pytest's own report (which pytest_runner
+        # keeps off the counted stream), so that its last line still says how the session ended.
+        "stdout": streams["stdout"].text()[:KEEP_OUTPUT_BYTES - len(records.terminal)] + records.terminal,
         "stderr": streams["stderr"].text(),
         "output_bytes": sum(s.total for s in streams.values()),
         "records": records.records,
@@ -380,27 +396,59 @@ def pump(child, streams, deadline, output_limit_bytes, extra=None):
 
 
 class Records:
-    """Signed per-test records from the pytest child, one per line."""
+    """Signed per-test records from the pytest child, one per line.
+
+    The collected list arrives in parts (`more` on all but the last) and is
+    kept as one record, as the host reads it; its `more` stays true if the
+    list was cut short. pytest's terminal tail is kept apart (`terminal`).
+    Failure messages are kept within the report's budget (MESSAGES_CHARS)."""
 
     def __init__(self, key):
         self.key = key
         self.records = []
         self.rejected = 0
         self.pending = bytearray()
+        self.collected = None
+        self.terminal = ""
+        self.message_chars = 0
 
     def feed(self, chunk):
         self.pending += chunk
-        while b"\n" in self.pending:
-            line, _, rest = bytes(self.pending).partition(b"\n")
-            self.pending = bytearray(rest)
-            record = verify_record(self.key, line)
-            if record is None:
-                self.rejected += 1
-            else:
-                self.records.append(record)
+        start = 0
+        while True:
+            end = self.pending.find(b"\n", start)
+            if end < 0:
+                break
+            self.take(verify_record(self.key, bytes(self.pending[start:end])))
+            start = end + 1
+        del self.pending[:start]  # once per chunk: a long run of records costs no quadratic copying
         if len(self.pending) > MAX_RECORD_BYTES:
             self.rejected += 1
             self.pending.clear()
+
+    def take(self, record):
+        if record is None:
+            self.rejected += 1
+        elif record.get("event") == "terminal":
+            self.terminal = record["text"][-KEEP_OUTPUT_BYTES // 4:] if isinstance(record.get("text"), str) else ""
+        elif record.get("event") == "collected" and self.collected is not None:
+            if isinstance(record.get("nodeids"), list) and isinstance(self.collected.get("nodeids"), list):
+                self.collected["nodeids"].extend(record["nodeids"])
+            self.collected["more"] = record.get("more")
+        else:
+            if record.get("event") == "collected":
+                self.collected = record
+            if isinstance(record.get("message"), str):
+                record["message"] = self.budget(record["message"])
+            self.records.append(record)
+
+    def budget(self, message):
+        if self.message_chars >= MESSAGES_CHARS:
+            return None
+        if self.message_chars >= FULL_MESSAGES_CHARS and len(message) > SHORT_MESSAGE_CHARS:
+            message = "..." + message[-SHORT_MESSAGE_CHARS:]
+        self.message_chars += len(message)
+        return message
 
 
 def fetch_files(paths, budget):
@@ -465,8 +513,27 @@ def handle(request, zygote=None):
     return report
 
 
-def write_report(nonce, report):
+def report_body(report):
+    """The report as JSON, at most MAX_REPORT_BYTES long: over it, without the
+    tests' failure messages; still over it (tens of thousands of tests), a
+    harness error, which the host raises as ours and never grades."""
     body = json.dumps(report, separators=(",", ":")).encode()
+    if len(body) <= MAX_REPORT_BYTES:
+        return body
+    records = report.get("records") if isinstance(report.get("records"), list) else []
+    for record in records:
+        if isinstance(record, dict) and record.get("message") is not None:
+            record["message"] = None
+    body = json.dumps(report, separators=(",", ":")).encode()
+    if len(body) <= MAX_REPORT_BYTES:
+        return body
+    kept = {k: report[k] for k in ("version", "recycle", "serve_s", "oom_killed") if k in report}
+    return json.dumps({**kept, "phase": "harness_error", "message": (
+        f"the report of {len(records)} test records is over {MAX_REPORT_BYTES} bytes")}, separators=(",", ":")).encode()
+
+
+def write_report(nonce, report):
+    body = report_body(report)
     mac = hmac.new(nonce, body, hashlib.sha256).hexdigest().encode()
     out = sys.stdout.buffer
     # On a line of its own even if the code under test left a partial line on
