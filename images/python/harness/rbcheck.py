@@ -20,6 +20,7 @@ Test data, one JSON object:
     compare         stdio and call: "tokens" (absent: the default), "exact" or "float" (rbcompare)
 """
 
+import builtins
 import importlib
 import importlib.util
 import json
@@ -50,18 +51,38 @@ _worker = None
 _deadline = math.inf
 _oom_kills_at_start = None
 _oom_struck = False
+_struck = None  # the RunFailure the current case hit, if any
+# Exceptions that would end the tests' process (KeyboardInterrupt ends pytest's
+# session; SystemExit, raised here, is caught by any bare `except:`).
+_PROCESS_ENDING = frozenset({"SystemExit", "KeyboardInterrupt"})
 
 
-class CaseTimeout(AssertionError):
+class RunFailure(BaseException):
+    """A test stopped by the run, not by an answer: the case's deadline, the
+    solution's process ending, the memory limit.
+
+    A BaseException, so that a test's `except Exception` or `except
+    AssertionError` (a check that expects the solution to assert) cannot take
+    it for the solution's answer; what a bare `except:` or
+    `pytest.raises(BaseException)` swallows, `check` raises again when the
+    case's body returns. pytest reports it as the test's failure (only
+    KeyboardInterrupt and its own Exit end a session), and the record names it
+    `rbcheck.<class>`, which the host grades (sandbox/verdict.py, rewards/grade.py).
+    """
+
+
+class CaseTimeout(RunFailure):
     """The case ran past its time limit."""
 
 
-class WorkerError(AssertionError):
-    """The solution's process died or broke the protocol."""
+class WorkerError(RunFailure):
+    """The solution's process ended (exit, signal, from any thread; or asked
+    to: SystemExit or KeyboardInterrupt out of a call) or broke the protocol
+    without answering: the host grades the run as killed."""
 
 
 class SolutionImportError(WorkerError):
-    """Importing the solution failed: a crash of the completion (the host grades
+    """Importing the solution raised: a crash of the completion (the host grades
     a run where every test failed this way as an import error)."""
 
 
@@ -82,7 +103,7 @@ def _out_of_memory():
 
 
 class OutOfMemory(WorkerError):
-    """The solution's process was killed by the kernel's OOM killer."""
+    """The solution's process was killed by the kernel's OOM killer (graded out_of_memory)."""
 
 
 def _raise_if_out_of_memory():
@@ -92,18 +113,33 @@ def _raise_if_out_of_memory():
 
 
 def check(index):
-    """The body of generated test number `index`."""
+    """The body of generated test number `index`. A RunFailure the case hit
+    fails it, whatever the case's own code made of it."""
     __tracebackhide__ = True  # the failure message, not the harness's frames
-    global _deadline
+    global _deadline, _struck
+    # The solution's processes (same uid) may signal this one: a SIGINT ends it
+    # (graded killed), never surfacing as a KeyboardInterrupt that a bare `except:` swallows.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     _deadline = time.monotonic() + DATA["case_timeout_s"]
+    _struck = None
     case = DATA["cases"][index]
     mode = DATA["mode"]
-    if mode == "stdio":
-        _check_stdio(case)
-    elif mode == "call":
-        _check_call(case)
-    else:
-        _check_python(case)
+    try:
+        if mode == "stdio":
+            _check_stdio(case)
+        elif mode == "call":
+            _check_call(case)
+        else:
+            _check_python(case)
+    except RunFailure:
+        _struck = None
+        raise
+    except BaseException:
+        if _struck is None:
+            raise
+    struck, _struck = _struck, None
+    if struck is not None:
+        raise struck.with_traceback(None)  # the case caught it and went on: it still fails
 
 
 def show(value):
@@ -193,36 +229,60 @@ def _take_seed():
 
 
 class Worker:
-    """The solution imported once in its own process, answering calls."""
+    """The solution imported once in its own process, answering calls.
+
+    Replies are untrusted plain data; what the tests see of them is decided
+    here: a value, the solution's exception (`solution_exception`), or a
+    RunFailure when the process ended, broke the protocol or ran out of time.
+    """
 
     def __init__(self):
         __tracebackhide__ = True
-        requests_r, self.requests = os.pipe()
-        self.replies, replies_w = os.pipe()
-        seed = _take_seed()
-        self.process = seed.start(requests_r, replies_w) if seed is not None else subprocess.Popen(
-            [sys.executable, "-I", "-B", WORKER, str(requests_r), str(replies_w)],
-            stdin=subprocess.DEVNULL, cwd="/work", env=ENV, pass_fds=(requests_r, replies_w),
-            start_new_session=True)
-        os.close(requests_r)
-        os.close(replies_w)
-        hello = self._read()
+        self.process = None
+        self.requests = self.replies = -1
+        try:
+            requests_r, self.requests = os.pipe()
+            self.replies, replies_w = os.pipe()
+            seed = _take_seed()
+            self.process = seed.start(requests_r, replies_w) if seed is not None else subprocess.Popen(
+                [sys.executable, "-I", "-B", WORKER, str(requests_r), str(replies_w)],
+                stdin=subprocess.DEVNULL, cwd="/work", env=ENV, pass_fds=(requests_r, replies_w),
+                start_new_session=True)
+            os.close(requests_r)
+            os.close(replies_w)
+        except OSError as exc:  # pipes or processes exhausted: the solution's processes hold them
+            self.close()
+            raise WorkerError(f"the solution's process could not be started: {exc}") from None
+        try:
+            hello = self._read()
+        except RunFailure:
+            self.close()  # an import still running must not go on using the next cases' CPU
+            raise
         if "import_error" in hello:
             self.close()
             error = hello["import_error"]
+            error = error if isinstance(error, dict) else {}
             raise SolutionImportError(f"importing the solution failed: {error.get('type')}: {error.get('message')}\n"
-                              f"{error.get('traceback', '')}")
+                                      f"{error.get('traceback', '')}")
 
     def call(self, name, args, kwargs):
         __tracebackhide__ = True
-        rbwire.write_frame(self.requests, {"name": name, "args": rbwire.encode(list(args)),
-                                           "kwargs": rbwire.encode(dict(kwargs))})
+        request = {"name": name, "args": rbwire.encode(list(args)), "kwargs": rbwire.encode(dict(kwargs))}
+        try:
+            rbwire.write_frame(self.requests, request)
+        except OSError:
+            self._ended()  # the process ended before it could read the request
         reply = self._read()
         if "raised" in reply:
-            error = reply["raised"]
-            raise AssertionError(f"{name}() raised {error.get('type')}: {error.get('message')}\n"
-                                 f"{error.get('traceback', '')}")
-        return rbwire.decode(reply["value"])
+            raise solution_exception(name, reply["raised"]) from None
+        for key, what in (("unusable", "cannot be called"), ("unsendable", "returned a value that cannot be compared")):
+            if key in reply:
+                error = reply[key] if isinstance(reply[key], dict) else {}
+                raise AssertionError(f"the solution's {name}() {what}: {error.get('type')}: {error.get('message')}")
+        try:
+            return rbwire.decode(reply["value"])
+        except (KeyError, TypeError, ValueError, RecursionError, rbwire.WireError):
+            raise WorkerError("the solution's process broke the protocol: not a value") from None
 
     def _read(self):
         __tracebackhide__ = True
@@ -236,13 +296,22 @@ class Worker:
         try:
             reply = rbwire.read_frame(self.replies, wait)
         except EOFError:
-            code = self.process.wait()
-            raise WorkerError(f"the solution's process ended ({_status(code)}) before answering") from None
-        except rbwire.WireError as exc:
+            self._ended()
+        except (rbwire.WireError, OSError) as exc:
             raise WorkerError(f"the solution's process broke the protocol: {exc}") from None
         if not isinstance(reply, dict):
             raise WorkerError("the solution's process broke the protocol")
         return reply
+
+    def _ended(self):
+        """The process closed its end without answering: it is killed (it may
+        have closed its pipes and gone on running) and the case fails."""
+        __tracebackhide__ = True
+        self.close()
+        if time.monotonic() >= _deadline:
+            raise CaseTimeout(f"the call ran past {DATA['case_timeout_s']} s") from None
+        raise WorkerError(f"the solution's process ended ({_status(self.process.returncode)}) "
+                          "before answering") from None
 
     def close(self):
         for fd in (self.requests, self.replies):
@@ -250,27 +319,65 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        _kill_group(self.process)
+        if self.process is not None:
+            _kill_group(self.process)
+
+
+def solution_exception(name, error):
+    """What the tests see of an exception the solution raised in `name`,
+    from the reply's plain strings: its nearest builtin class (looked up by
+    name in `builtins`) with its message, so that `except ValueError` and
+    `pytest.raises(ValueError)` in a check behave as they would around the
+    solution's own code; where it came from is in a note.
+
+    SystemExit and KeyboardInterrupt are the solution asking its process to
+    end: a WorkerError, as if it had (raised here as themselves they would end
+    the tests' process). A solution's own class with no builtin base but
+    BaseException, GeneratorExit, or a builtin that cannot be made from one
+    message (UnicodeDecodeError, ExceptionGroup): an AssertionError."""
+    if not isinstance(error, dict):
+        return WorkerError("the solution's process broke the protocol: not an exception")
+    kind, message = str(error.get("type")), str(error.get("message"))
+    base = str(error.get("builtin") or kind)
+    detail = f"raised by the solution's {name}(): {kind}: {message}\n{error.get('traceback', '')}".rstrip()
+    if base in _PROCESS_ENDING:
+        return WorkerError(f"the solution's process asked to end: {detail}")
+    cls = getattr(builtins, base, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            exc = cls(message)
+        except Exception:  # noqa: BLE001 - a constructor that wants more than a message
+            exc = None
+        if type(exc) is cls:
+            exc.add_note(detail)
+            return exc
+    return AssertionError(f"{name}() {detail}")
 
 
 def call(name, *args, **kwargs):
-    """Call the solution's `name` in the worker; a timeout or a dead worker
-    costs this test, and the next call starts a fresh worker."""
+    """Call the solution's `name` in the worker. A RunFailure costs this case
+    (any later call in it fails the same way at once), and the next case
+    starts a fresh worker."""
     __tracebackhide__ = True
-    global _worker, _deadline
-    _raise_if_out_of_memory()
-    if _worker is None:
-        _worker = Worker()
-        # Starting the worker (importing the solution) had its own case_timeout_s;
-        # under load it must not eat the time of the case that happened to come first.
-        _deadline = time.monotonic() + DATA["case_timeout_s"]
+    global _worker, _deadline, _struck
+    if _struck is not None:
+        raise _struck.with_traceback(None)
     try:
-        return _worker.call(name, args, kwargs)
-    except (CaseTimeout, WorkerError, OSError):
-        _worker.close()
-        _worker = None
         _raise_if_out_of_memory()
-        raise
+        if _worker is None:
+            _worker = Worker()
+            # Starting the worker (importing the solution) had its own case_timeout_s;
+            # under load it must not eat the time of the case that happened to come first.
+            _deadline = time.monotonic() + DATA["case_timeout_s"]
+        return _worker.call(name, args, kwargs)
+    except RunFailure as failure:
+        if _worker is not None:
+            _worker.close()
+            _worker = None
+        # A process the OOM killer took looks like any other that ended.
+        _struck = failure if isinstance(failure, OutOfMemory) or not _out_of_memory() else OutOfMemory(
+            "the solution ran out of memory (killed by the kernel's OOM killer)")
+        raise _struck from None
 
 
 class Proxy:

@@ -14,6 +14,9 @@ import os
 import struct
 
 MAX_FRAME_BYTES = 64 << 20
+# JSON writes integers in decimal, which Python refuses past 4300 digits: larger
+# ones cross in hexadecimal, which has no such limit.
+_JSON_INT_BITS = 4000
 _HEADER = struct.Struct(">I")
 
 
@@ -29,12 +32,13 @@ def encode(value):
     overridden `__eq__`, `__iter__` or `__str__` never runs here, and what
     arrives is an exact builtin value."""
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if value is None or kind in (bool, float, str):
         return value
     if isinstance(value, bool):  # bool cannot be subclassed; kept for clarity of order
         return bool(value)
     if isinstance(value, int):
-        return int.__index__(value)
+        number = int.__index__(value)
+        return number if number.bit_length() < _JSON_INT_BITS else {"$": "int", "v": hex(number)}
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, str):
@@ -72,6 +76,8 @@ def decode(tree):
         return {decode(v) for v in body}
     if tag == "frozenset":
         return frozenset(decode(v) for v in body)
+    if tag == "int":
+        return int(body, 16)
     if tag == "bytes":
         return base64.b64decode(body)
     if tag == "complex":
@@ -80,7 +86,10 @@ def decode(tree):
 
 
 def write_frame(fd, message):
+    """One frame, whole: WireError (nothing written) for a body over the limit."""
     body = json.dumps(message, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    if len(body) > MAX_FRAME_BYTES:
+        raise WireError(f"frame of {len(body)} bytes is over the limit of {MAX_FRAME_BYTES}")
     data = _HEADER.pack(len(body)) + body
     while data:
         data = data[os.write(fd, data):]
@@ -105,5 +114,5 @@ def read_frame(fd, wait=lambda fd: None):
         raise WireError(f"frame of {size} bytes is over the limit")
     try:
         return json.loads(read_exactly(fd, size, wait))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise WireError(f"frame is not JSON: {exc}") from None
