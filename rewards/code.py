@@ -75,7 +75,7 @@ class CodeReward(Reward):
             return _done(grade_no_code(label.expected.total, self.policy).model_copy(update={"kind": label.kind}))
         try:
             # Our default deadline must not cut a slow but correct run of many tests short.
-            request = label.request(code, self.limits.for_tests(label.expected.total))
+            request = label.request(code, self.limits.for_tests(label.expected.total), sample.prompt)
         except (TypeError, ValueError) as exc:  # e.g. label values that are not JSON data
             return _unusable(sample, f"bad {label.kind} label: {exc}", label.kind)
         return _then(self.sandbox.submit(request),

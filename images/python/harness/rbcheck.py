@@ -339,7 +339,7 @@ def solution_exception(name, error):
         return WorkerError("the solution's process broke the protocol: not an exception")
     kind, message = str(error.get("type")), str(error.get("message"))
     base = str(error.get("builtin") or kind)
-    detail = f"raised by the solution's {name}(): {kind}: {message}\n{error.get('traceback', '')}".rstrip()
+    detail = f"{name}() raised {kind}: {message}\n{error.get('traceback', '')}".rstrip()
     if base in _PROCESS_ENDING:
         return WorkerError(f"the solution's process asked to end: {detail}")
     cls = getattr(builtins, base, None)
@@ -351,7 +351,7 @@ def solution_exception(name, error):
         if type(exc) is cls:
             exc.add_note(detail)
             return exc
-    return AssertionError(f"{name}() {detail}")
+    return AssertionError(detail)
 
 
 def call(name, *args, **kwargs):
@@ -408,10 +408,19 @@ def _check_python(case):
     global _namespace
     __tracebackhide__ = True
     if _namespace is None:
-        _namespace = {"__name__": "rewardbox_tests"}
-        exec(compile(DATA.get("setup") or "", "<setup>", "exec"), _namespace)
-        # Into the setup's own globals: functions it defines (check) call the solution too.
-        _namespace.update({alias: _module_or_proxy(alias, name) for alias, name in DATA["proxies"].items()})
+        namespace = {"__name__": "rewardbox_tests"}
+        try:
+            exec(compile(DATA.get("setup") or "", "<setup>", "exec"), namespace)
+        except Exception as exc:  # the label's code: every test fails with its reason, none half set up
+            _namespace = f"the label's setup failed: {type(exc).__name__}: {show(str(exc))}"
+        else:
+            # Into the setup's own globals: functions it defines (check) call the solution too. A name
+            # the label's code defines stays the label's (a star import, a helper): never the solution's.
+            namespace.update({alias: _module_or_proxy(alias, name) for alias, name in DATA["proxies"].items()
+                              if alias not in namespace})
+            _namespace = namespace
+    if isinstance(_namespace, str):
+        raise AssertionError(_namespace)
     namespace = dict(_namespace)
     try:
         exec(compile(case["source"], "<test>", "exec"), namespace)
