@@ -1,8 +1,16 @@
 """All of HumanEval (vendored: tests/data/HumanEval.jsonl.gz) through the check
-format: each canonical solution, which continues its prompt, earns full reward;
-a broken variant of every eighth does not. One batch, scored in parallel."""
+format: each canonical solution, which continues its prompt, earns full reward
+whether the prompt comes with the label or from the trainer, split or run whole;
+a full rewrite with a chat prompt does too, except where the check needs the
+prompt's helpers (then the label is unusable, never graded with the solution's
+helper). Wrong solutions (the last `return` broken; returning None) on every
+eighth problem fail each split test exactly where the whole check, run
+statement by statement on this host, fails that statement; solutions that
+redefine the prompt's helper (HumanEval/32, 38, 50) fail. One batch, scored in
+parallel."""
 
 import ast
+import copy
 import gzip
 import json
 from pathlib import Path
@@ -21,6 +29,26 @@ def label(problem: dict) -> dict:
     return {"test": problem["test"], "entry_point": problem["entry_point"], "prompt": problem["prompt"]}
 
 
+def bare_label(problem: dict) -> dict:
+    """The label as a dataset with only test and entry point gives it."""
+    return {"test": problem["test"], "entry_point": problem["entry_point"]}
+
+
+def whole_label(problem: dict) -> dict:
+    """The same check as one statement: never split, the reference run."""
+    test = problem["test"].replace("def check(", "def _whole_check(", 1)
+    return {**label(problem), "test": test + "\n\ndef check(candidate):\n    _whole_check(candidate)\n"}
+
+
+CHAT = "Complete the task below.\n"
+NEEDS_PROMPT = ["HumanEval/32", "HumanEval/38", "HumanEval/50"]  # checks calling a helper of the prompt
+HELPER_HACKS = {
+    "HumanEval/32": "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 0.0\n",
+    "HumanEval/38": "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n    return s\n",
+    "HumanEval/50": "def encode_shift(s):\n    return s\n\ndef decode_shift(s):\n    return s\n",
+}
+
+
 def broken(problem: dict) -> str:
     """The canonical body with the entry point's last `return` (by line) made
     `return None`: still valid code, no longer right."""
@@ -36,16 +64,71 @@ def broken(problem: dict) -> str:
     return changed[len(problem["prompt"]):]
 
 
+def returns_none(problem: dict) -> str:
+    return "    return None\n"
+
+
 BROKEN_IDS = list(PROBLEMS)[::BROKEN_EVERY]
+WRONG = {"broken": broken, "none": returns_none}
 
 
 @pytest.fixture(scope="module")
 def graded(code_reward) -> dict[tuple[str, str], RewardOutput]:
-    samples = {("canonical", task): Sample(id=task, completion=p["canonical_solution"], label=label(p))
-               for task, p in PROBLEMS.items()}
-    samples |= {("broken", task): Sample(id=task, completion=broken(PROBLEMS[task]), label=label(PROBLEMS[task]))
-                for task in BROKEN_IDS}
+    samples = {}
+    for task, p in PROBLEMS.items():
+        samples[("canonical", task)] = Sample(id=task, completion=p["canonical_solution"], label=label(p))
+        samples[("whole", task)] = Sample(id=task, completion=p["canonical_solution"], label=whole_label(p))
+        samples[("sample-prompt", task)] = Sample(id=task, completion=p["canonical_solution"], label=bare_label(p),
+                                                  prompt=p["prompt"])
+    for task in BROKEN_IDS + NEEDS_PROMPT:
+        p = PROBLEMS[task]
+        samples[("chat", task)] = Sample(id=task, completion=p["prompt"] + p["canonical_solution"],
+                                         label=bare_label(p), prompt=CHAT)
+    for task in BROKEN_IDS:
+        p = PROBLEMS[task]
+        for name, wrong in WRONG.items():
+            samples[(name, task)] = Sample(id=task, completion=wrong(p), label=label(p))
+            samples[(name + "-whole", task)] = Sample(id=task, completion=wrong(p), label=whole_label(p))
+    for task, hack in HELPER_HACKS.items():
+        p = PROBLEMS[task]
+        samples[("hack", task)] = Sample(id=task, completion=hack, label=label(p))
+        samples[("hack-sample-prompt", task)] = Sample(id=task, completion=hack, label=bare_label(p),
+                                                       prompt=p["prompt"])
     return dict(zip(samples, code_reward.score_many(list(samples.values())), strict=True))
+
+
+def statement_outcomes(problem: dict, completion: str) -> list[bool]:
+    """The whole check run on this host as HumanEval's own harness runs it
+    (prompt, solution and test in one namespace; arguments and results copied,
+    as our wire copies them), one statement of its body after another, a
+    failing one not stopping the rest: whether each statement that calls the
+    solution passes."""
+    namespace: dict = {"__name__": "humaneval"}
+    exec(compile(problem["prompt"] + completion + "\n" + problem["test"], "humaneval", "exec"), namespace)
+    entry = problem["entry_point"]
+    function = namespace[entry]
+    namespace[entry] = lambda *a, **k: copy.deepcopy(function(*copy.deepcopy(a), **copy.deepcopy(k)))
+    check = next(n for n in ast.parse(problem["test"]).body if isinstance(n, ast.FunctionDef) and n.name == "check")
+    param = check.args.args[0].arg
+    namespace[param] = namespace[entry]
+    outcomes = []
+    for statement in check.body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # docstring
+        calls = {param, entry} & {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}
+        try:
+            exec(compile(ast.Module(body=[statement], type_ignores=[]), "check", "exec"), namespace)
+            passed = True
+        except Exception:  # noqa: BLE001 - a failing statement, whatever it raised
+            passed = False
+        if calls:
+            outcomes.append(passed)
+    return outcomes
+
+
+def outcomes(out: RewardOutput) -> list[bool]:
+    tests = sorted(out.metadata["tests"], key=lambda t: int(t["nodeid"].rsplit("_", 1)[1]))
+    return [t["outcome"] == "passed" for t in tests]
 
 
 def show(out: RewardOutput) -> str:
@@ -78,3 +161,46 @@ def test_broken_solution_loses_credit(graded, task):
     assert out.metadata["verdict"] == "failed", show(out)
     assert out.reward < 1.0
     assert out.metadata["passed"] < out.metadata["total"]
+
+
+@pytest.mark.parametrize("task", list(PROBLEMS))
+def test_canonical_solution_passes_whole_and_with_the_trainers_code_prompt(graded, task):
+    for form in ("whole", "sample-prompt"):
+        out = graded[(form, task)]
+
+        assert out.metadata["verdict"] == "passed", (form, show(out))
+        assert out.reward == 1.0
+    assert graded[("whole", task)].metadata["total"] == 1
+    assert graded[("sample-prompt", task)].metadata["total"] == graded[("canonical", task)].metadata["total"]
+
+
+@pytest.mark.parametrize("task", BROKEN_IDS + NEEDS_PROMPT)
+def test_a_rewrite_under_a_chat_prompt_passes_unless_the_check_needs_the_prompt(graded, task):
+    out = graded[("chat", task)]
+
+    if task in NEEDS_PROMPT:  # nothing trusted defines the helper: no reward, never the solution's helper
+        assert out.reward is None, show(out)
+        assert "give the label the task's prompt" in out.metadata["error"]
+    else:
+        assert out.reward == 1.0, show(out)
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+@pytest.mark.parametrize("task", BROKEN_IDS)
+def test_a_wrong_solution_fails_split_exactly_where_the_whole_check_fails(graded, task, wrong):
+    split, whole = graded[(wrong, task)], graded[(wrong + "-whole", task)]
+    completion = WRONG[wrong](PROBLEMS[task])
+
+    assert whole.metadata["verdict"] in ("passed", "failed"), show(whole)
+    assert (split.reward == 1.0) == (whole.reward == 1.0), (show(split), show(whole))
+    if split.metadata["total"] > 1:
+        assert outcomes(split) == statement_outcomes(PROBLEMS[task], completion), show(split)
+
+
+@pytest.mark.parametrize("form", ["hack", "hack-sample-prompt"])
+@pytest.mark.parametrize("task", list(HELPER_HACKS))
+def test_redefining_the_prompts_helper_does_not_pass(graded, task, form):
+    out = graded[(form, task)]
+
+    assert out.metadata["verdict"] == "failed", show(out)
+    assert out.reward == 0.0
