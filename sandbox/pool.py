@@ -332,9 +332,13 @@ class PooledSandbox(Sandbox):
             self._remove_in_background(container)
             self._replenish(limits)
         stderr = bytes(container.stderr[-4096:]).decode("utf-8", "replace")
+        # Under gVisor the kernel's OOM killer takes the whole sandbox (its
+        # processes are the host's), and the engine does not flag OOMKilled: a
+        # container that ended on SIGKILL under a run, not from outside, died of memory.
+        died_of_memory = ended and not killed_late and state.get("ExitCode") == 137
         return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
-                                       oom_killed=bool(state.get("OOMKilled")), exit_code=state.get("ExitCode"),
-                                       stderr=stderr))
+                                       oom_killed=bool(state.get("OOMKilled")) or died_of_memory,
+                                       exit_code=state.get("ExitCode"), stderr=stderr))
 
     @staticmethod
     def _facts(started: float, **facts) -> ContainerFacts:
