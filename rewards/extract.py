@@ -103,12 +103,13 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     blocks, unclosed = _fenced_blocks(text)
     if not blocks and unclosed is not None:  # generation cut off inside a block
         blocks = [unclosed]
-    bodies = [(tag, text[start:end]) for tag, start, end in blocks]
-    tagged = [body for tag, body in bodies if tag in _PYTHON_TAGS and tag]
-    python = tagged or [body for tag, body in bodies if tag in _PYTHON_TAGS]  # an untagged block after
-    if python:                                                                # the code is often its output
-        code = python[-1]
-    elif bodies:
+    # The last Python-tagged block, else the last untagged one (an untagged block
+    # after the code is often its output).
+    python = (next((b for b in reversed(blocks) if b[0] in _PYTHON_TAGS and b[0]), None)
+              or next((b for b in reversed(blocks) if b[0] in _PYTHON_TAGS), None))
+    if python:
+        code = text[python[1]:python[2]]
+    elif blocks:
         return None  # only other languages
     else:
         code = text if _looks_like_code(text) else ""
@@ -134,20 +135,23 @@ class _Code:
     """Where `text` is code, in which no token or tag is a marker: the bodies
     of its fenced blocks and its inline code spans (`` `</think>` ``); in a
     text without fenced blocks, a span (the text, or one message) that parses
-    as Python, parsed only when a marker is in question."""
+    as Python. Each is found only once a marker is in question: most texts hold none."""
 
     def __init__(self, text: str):
         self.text = text
-        blocks, unclosed = _fenced_blocks(text)
-        self.bodies = _starts_ends((start, end) for _, start, end in blocks + ([unclosed] if unclosed else []))
-        self.inline = _starts_ends(span.span() for span in _INLINE_CODE.finditer(text))
+        self._spans: tuple[tuple[list[int], list[int]], tuple[list[int], list[int]]] | None = None
         self._parses: dict[tuple[int, int], bool] = {}
 
     def holds(self, pos: int, start: int, end: int) -> bool:
         """Whether `pos`, in the span `start:end`, is in code."""
-        if _within(pos, *self.bodies) or _within(pos, *self.inline):
+        if self._spans is None:
+            blocks, unclosed = _fenced_blocks(self.text)
+            self._spans = (_starts_ends((start, end) for _, start, end in blocks + ([unclosed] if unclosed else [])),
+                           _starts_ends(span.span() for span in _INLINE_CODE.finditer(self.text)))
+        bodies, inline = self._spans
+        if _within(pos, *bodies) or _within(pos, *inline):
             return True
-        if self.bodies[0] or len(self.text) > MAX_HOST_PARSE_CHARS:
+        if bodies[0] or len(self.text) > MAX_HOST_PARSE_CHARS:
             return False  # prose around blocks, or never parsed on the host: its markers count
         if (start, end) not in self._parses:  # the spans parsed add up to twice the text at most
             self._parses[start, end] = _parses(self.text[start:end])
