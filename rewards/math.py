@@ -1,21 +1,36 @@
 r"""Math answers: is the completion's final answer the label's?
 
-Two steps, as everywhere here: find the answer (`extract_answer`, a pure
-function of the text), then judge it with math-verify's `parse` and `verify`.
-Judging runs in a pool of worker processes: a pathological answer
-(`\boxed{9^{9^{9^{9^{9}}}}}`) is killed at its deadline and scores as wrong,
-and no signal-based timeout ever runs (those fail outside the main thread).
+Two steps, as everywhere here: find where the answer is (`extract_answer`, a
+pure function of the text), then judge it with math-verify's `parse` and
+`verify`, with the label's options (`MathLabel`: `precision`, `match_types`,
+`strict`, `allow_set_relation_comp`). Judging runs in a pool of worker
+processes: a pathological answer (`\boxed{9^{9^{9^{9^{9}}}}}`) is killed at
+its deadline and scores as wrong, and no signal-based timeout ever runs
+(those fail outside the main thread).
 
-Where the answer is looked for, first found wins: the last `\boxed{...}`
-(nested braces), the last `<answer>...</answer>` block, GSM8K's `#### 42`,
-else the whole text, where math-verify itself looks for "the answer is X",
-"final answer is X", LaTeX environments and, failing those, the last number.
+Where the answer is read: a response holding a `\boxed{...}` is read whole,
+by math-verify, which takes the final-answer statement ("The final answer is
+$5$") over boxes before it, and the last box with the boxes listed just before
+it (`\boxed{1}, \boxed{2}` and `\boxed{6 \text{ and } 8}` are the set
+{1, 2} and {6, 8}); else the last `<answer>...</answer>` block; else GSM8K's
+`#### 42`; else the whole text, where math-verify looks for "the answer is
+X", LaTeX and, failing those, the last number. The gold answer is read the
+same way, so a MATH solution's boxes are read as a set where listed, and a
+gold that math-verify reads only as text is compared as text.
+
 What math-verify decides, the reward keeps: `1,800` = `1800`, `18.0` = `18`,
 `\frac{1}{2}` = `0.5`, `$42$` = `42`, and a percentage matches both readings
-(`42%` equals a gold answer of `42` and of `0.42`).
+(`42%` equals a gold answer of `42` and of `0.42`). Where math-verify alone
+would pass an answer that is not one, the reward does not:
+- a hedge, several candidates for one answer (`3 \lor 5`, "3 or 5"), is
+  read as the set of its candidates, as math-verify reads `3 \text{ or } 5`,
+  so it matches only a gold that is that set;
+- a computation between numbers whose stated result is wrong (`2+2=5` for
+  a gold answer of 5) fails, where math-verify would compare its right side
+  alone; assignments keep math-verify's reading (`x = 5+5+1 = 11` is x = 11).
 
 >>> extract_answer("<think>maybe \\boxed{41}</think>So it is \\boxed{\\frac{1}{2}}.<|im_end|>")
-'\\frac{1}{2}'
+'So it is \\boxed{\\frac{1}{2}}.'
 >>> extract_answer("40 + 2 = 42\n#### 1,800"), extract_answer("The answer is 42.")
 ('1,800', 'The answer is 42.')
 """
@@ -45,15 +60,24 @@ __all__ = ["MathConfig", "MathReward", "extract_answer"]
 
 _SHOWN_CHARS = 200
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)  # an escaped brace, \{ or \}, is content
 _ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL | re.IGNORECASE)
 _HASHES = re.compile(r"####[ \t]*\n?[ \t]*([^\n]*)")
 _MATH_DELIMITERS = ("$", "\\(", "\\[", "\\boxed", "\\fbox")
 # A word of two or more letters that is not a LaTeX command: prose, which must
 # not be read as a product of symbols ("$apples$" is a*p*p*l*e*s).
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+# Words in \text{...} are LaTeX's own: `6 \text{ and } 8` is the set {6, 8}, not prose.
+_TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
 # Digit-group spacing math-verify misreads: "1\,800" parses as 801.
 _DIGIT_GROUP_SPACE = re.compile(r"(?<=\d)(?:\\[,;:! ]|\{,\})(?=\d{3}(?!\d))")
 _PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# LaTeX's "or": math-verify reads `3 \lor 5` as 5; `3 \text{ or } 5` it reads as the set {3, 5}.
+_LATEX_OR = re.compile(r"\\(?:lor|vee)(?![A-Za-z])")
+# "3 or 5", "x = 3, or maybe x = 5" in prose, where math-verify would read the last number alone.
+_CANDIDATE = r"(?:[A-Za-z]\s*=\s*)?-?\d+(?:[.,]\d+)*"
+_PROSE_OR = re.compile(rf"(?<![\w.,$\\])({_CANDIDATE})\s*,?\s+or\s+(?:(?:maybe|perhaps|possibly)\s+)?({_CANDIDATE})(?![\w$])")
+_MATH_SPAN = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]", re.DOTALL)
 
 
 class MathConfig(BaseModel):
@@ -81,40 +105,44 @@ class MathConfig(BaseModel):
 
 
 def extract_answer(completion: str, prompt: str | None = None) -> str | None:
-    r"""The part of a completion that holds its final answer (see the module
-    docstring for the order); None when the response is empty.
+    r"""The part of a completion its final answer is read from (see the module
+    docstring for the order); None when the response is empty. A box cut off
+    before it closes is dropped with what follows it.
 
     >>> extract_answer(r"First \boxed{3}, then \boxed{\sqrt{\frac{1}{2}}}")
-    '\\sqrt{\\frac{1}{2}}'
+    'First \\boxed{3}, then \\boxed{\\sqrt{\\frac{1}{2}}}'
     >>> extract_answer("<answer> 7 </answer> I counted 3 apples")
     '7'
+    >>> extract_answer(r"So \boxed{3}, or rather \boxed{\frac{1}{2")
+    'So \\boxed{3}, or rather'
     """
-    text = strip_completion(completion, prompt)
-    for find in (_last_boxed, _last_answer_tag, _last_hashes):
+    text = _before_unclosed_box(strip_completion(completion, prompt)).strip()
+    if _BOXED.search(text):
+        return text
+    for find in (_last_answer_tag, _last_hashes):
         answer = find(text)
         if answer:
             return answer
-    return text.strip() or None
+    return text or None
 
 
-def _last_boxed(text: str) -> str | None:
-    starts = [match.end() for match in _BOXED.finditer(text)]
-    # A box that has not closed where the next one opens never closes (that one
-    # would sit inside it): scanning up to there keeps this linear.
-    for start, end in reversed(list(zip(starts, [*starts[1:], len(text)]))):
-        depth, i = 1, start
-        while i < end:
-            char = text[i]
-            if char == "\\":
-                i += 1  # an escaped brace, \{ or \}, is content
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start:i].strip()
-            i += 1
-    return None
+def _before_unclosed_box(text: str) -> str:
+    """The text up to the first box that never closes (a generation cut off mid-answer)."""
+    box_at = {match.end(): match.start() for match in _BOXED.finditer(text)}  # where its content starts: where it starts
+    if not box_at:
+        return text
+    open_boxes: list[tuple[int, int]] = []  # (where the box starts, the brace depth of its content)
+    depth = 0
+    for token in _BRACE_TOKEN.finditer(text):  # braces and escapes only: linear in the text
+        if token.group() == "{":
+            depth += 1
+            if token.end() in box_at:
+                open_boxes.append((box_at[token.end()], depth))
+        elif token.group() == "}":
+            if open_boxes and open_boxes[-1][1] == depth:
+                open_boxes.pop()
+            depth = max(depth - 1, 0)
+    return text[:open_boxes[0][0]] if open_boxes else text
 
 
 def _last_answer_tag(text: str) -> str | None:
@@ -132,6 +160,24 @@ def _plain_number(text: str) -> Decimal | None:
     return Decimal(text.replace(",", "")) if _PLAIN_NUMBER.fullmatch(text) else None
 
 
+def _candidates_as_sets(text: str) -> str:
+    r"""Disjunctions written the way math-verify reads as the set of their
+    candidates: `3 \lor 5` and, in prose, "3 or 5" become `3 \text{ or } 5`.
+
+    >>> _candidates_as_sets(r"$3 \lor 5$ or, in words, x = 3 or maybe x = 5")
+    '$3 \\text{ or } 5$ or, in words, $x = 3 \\text{ or } x = 5$'
+    """
+    text = _LATEX_OR.sub(r" \\text{ or } ", text).replace("  \\text", " \\text").replace("}  ", "} ")
+    pieces, last = [], 0
+    for span in [*_MATH_SPAN.finditer(text), None]:  # prose only: inside math "or" is LaTeX's business
+        prose = text[last:span.start() if span else len(text)]
+        pieces.append(_PROSE_OR.sub(r"$\1 \\text{ or } \2$", prose))
+        if span:
+            pieces.append(span.group())
+            last = span.end()
+    return "".join(pieces)
+
+
 # --- in the worker processes -------------------------------------------------
 
 def _start_worker(memory_mb: int | None) -> None:
@@ -143,57 +189,93 @@ def _start_worker(memory_mb: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     # Its only warnings say that its own timeouts are off, which is on purpose here.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    _judge("1", "1")  # imports sympy and the LaTeX grammar before the first real answer arrives
+    _judge("1", MathLabel(answer="1"))  # imports sympy and the LaTeX grammar before the first real answer arrives
 
 
-def _judge(answer: str | None, gold: str) -> tuple[bool | None, str | None]:
-    """(passed, the answer as parsed); passed is None when the gold answer is not math."""
+def _judge(answer: str | None, label: MathLabel) -> tuple[bool | None, str | None]:
+    """(passed, the answer as read); passed is None when math-verify reads nothing in the gold answer."""
     from math_verify import verify
 
-    expected = _parse_gold(gold)
-    if not any(not isinstance(item, str) for item in expected):
-        return None, None  # only math-verify's fallback text: nothing to compare an answer with
-    predicted = _parse(answer) if answer else []
+    expected = _gold_reading(label.answer, label.match_types)
+    if not expected:
+        return None, None
+    predicted = _reading(_candidates_as_sets(answer), label.match_types) if answer else []
     if not predicted:
         return False, None
     shown = predicted[-1] if isinstance(predicted[-1], str) else str(predicted[0])
-    return verify(list(expected), predicted, timeout_seconds=None), shown
+    if any(_states_a_false_equation(item, label.precision) for item in predicted):
+        return False, shown
+    passed = verify(list(expected), predicted, float_rounding=label.precision, strict=label.strict,
+                    allow_set_relation_comp=label.allow_set_relation_comp, timeout_seconds=None)
+    return passed, shown
 
 
 @lru_cache(maxsize=4096)
-def _parse_gold(gold: str) -> tuple[Any, ...]:
-    return tuple(_parse(_last_boxed(gold) or _last_hashes(gold) or gold))
+def _gold_reading(gold: str, match_types: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(_reading(_candidates_as_sets(gold), match_types))
 
 
-def _parse(text: str) -> list[Any]:
+def _reading(text: str, match_types: tuple[str, ...]) -> list[Any]:
     """math-verify's reading of an answer: the first form of it that parses
     to math, else the first that it matched as text only."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
-    text = _DIGIT_GROUP_SPACE.sub("", text.replace("\\$", "")).strip()
+    text = _DIGIT_GROUP_SPACE.sub("", _BOXED.sub(r"\\boxed{", text.replace("\\$", ""))).strip()  # math-verify knows \boxed only
     wrapped = f"${text}$"
-    if any(mark in text for mark in _MATH_DELIMITERS):
+    if any(mark in text for mark in _MATH_DELIMITERS) or "latex" not in match_types:
         forms = [text]
-    elif _PROSE_WORD.search(text):
+    elif _PROSE_WORD.search(_TEXT_COMMAND.sub("", text)):
         forms = [text] if "\n" in text else [text, wrapped]  # a one-line word answer: "Monday"
     else:
         forms = [wrapped, text]  # bare LaTeX: "3\sqrt{3}" unwrapped would be read as 3
-    config = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    # math-verify's own priorities: a final-answer statement ties with a box, and the later one wins.
+    targets = [LatexExtractionConfig() if kind == "latex" else ExprExtractionConfig() for kind in match_types]
     fallback: list[Any] = []
     for form in forms:
-        parsed = parse(form, extraction_config=config, parsing_timeout=None)
+        parsed = parse(form, extraction_config=targets, parsing_timeout=None)
         if any(not isinstance(item, str) for item in parsed):
             return parsed
         fallback = fallback or parsed
     return fallback
 
 
+def _states_a_false_equation(reading: Any, precision: int) -> bool:
+    """Whether an answer (or a member of an answer set) is a computation between
+    numbers whose stated result is wrong (`2+2=5`, `2 \\times 3 = 7 = 8`), which
+    math-verify would judge by its right side alone.
+
+    Left alone, as math-verify means them: assignments, whose intermediate
+    steps it ignores by design (`x = 5+5+1 = 11` is x = 11), equations with
+    unknowns, and a number set equal to a number (`1 \\text{ hour} = 60
+    \\text{ min}` is `1 = 60` once math-verify drops the units)."""
+    from math_verify.grader import is_assignment_relation, is_equation, sympy_expr_eq
+    from sympy import And, Basic, FiniteSet, Tuple
+
+    if not isinstance(reading, Basic):
+        return False
+    for item in reading.args if isinstance(reading, (FiniteSet, Tuple)) else (reading,):
+        if not is_equation(item) or is_assignment_relation(item):
+            continue
+        # In the order written, as math-verify reads chains (And sorts its args).
+        links = list(getattr(item, "_unsorted_args", item.args)) if isinstance(item, And) else [item]
+        computed = links[0].lhs
+        if computed.is_Number or any(link.lhs.free_symbols or link.rhs.free_symbols for link in links):
+            continue
+        try:
+            if not all(sympy_expr_eq(computed, link.rhs, precision, 15) for link in links):
+                return True
+        except Exception:  # noqa: BLE001 - sympy cannot tell: leave the equation to math-verify
+            continue
+    return False
+
+
 class _Job:
     """One answer on its way through the pool."""
 
-    def __init__(self, answer: str | None, gold: str):
+    def __init__(self, answer: str | None, label: MathLabel):
         self.answer = answer
-        self.gold = gold
+        self.label = label
+        self.gold = label.answer
         self.started = time.monotonic()
         self.attempts = 0
         self.future: Future[RewardOutput] = Future()
@@ -236,9 +318,9 @@ class MathReward(Reward):
             return done(RewardOutput.unscorable(str(exc)))
         if not isinstance(label, MathLabel):
             return done(RewardOutput.unscorable(f"not a math label but a {label.kind} label"))
-        job = _Job(extract_answer(sample.completion, sample.prompt), label.answer)
+        job = _Job(extract_answer(sample.completion, sample.prompt), label)
         number = _plain_number(job.answer) if job.answer is not None else None
-        if number is not None and number == _plain_number(job.gold):
+        if number is not None and number == _plain_number(job.gold) and "expr" in label.match_types:
             self._settle(job, passed=True, shown=job.answer)  # "#### 1,800" against "1800" needs no process
         else:
             self._schedule(job)
@@ -268,7 +350,7 @@ class MathReward(Reward):
         job.attempts += 1
         pool = self._running_pool()
         try:
-            running = pool.schedule(self._judge, args=(job.answer, job.gold), timeout=self.config.timeout_s)
+            running = pool.schedule(self._judge, args=(job.answer, job.label), timeout=self.config.timeout_s)
         except RuntimeError:  # pebble gave up on this pool (a worker died while idle): start afresh, once
             if job.attempts > 1:
                 raise
@@ -295,7 +377,7 @@ class MathReward(Reward):
                 self._schedule(job)
             else:
                 if passed is None:
-                    error = f"the gold answer {job.gold[:_SHOWN_CHARS]!r} is not math that math-verify can parse"
+                    error = f"math-verify reads no answer in the gold answer {job.gold[:_SHOWN_CHARS]!r}"
                     self._set(job, RewardOutput.unscorable(error, expected=job.gold[:_SHOWN_CHARS]))
                 else:
                     self._settle(job, passed=passed, shown=shown)
