@@ -71,6 +71,7 @@ _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
 # Digit-group spacing math-verify misreads: "1\,800" parses as 801.
 _DIGIT_GROUP_SPACE = re.compile(r"(?<=\d)(?:\\[,;:! ]|\{,\})(?=\d{3}(?!\d))")
+_SPACED_NUMBER = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 # LaTeX's "or": math-verify reads `3 \lor 5` as 5; `3 \text{ or } 5` it reads as the set {3, 5}.
 _LATEX_OR = re.compile(r"\\(?:lor|vee)(?![A-Za-z])")
@@ -221,6 +222,8 @@ def _reading(text: str, match_types: tuple[str, ...]) -> list[Any]:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     text = _DIGIT_GROUP_SPACE.sub("", _BOXED.sub(r"\\boxed{", text.replace("\\$", ""))).strip()  # math-verify knows \boxed only
+    if _SPACED_NUMBER.fullmatch(text):
+        text = text.replace(" ", "")  # "1 000": as LaTeX that is 1*000
     wrapped = f"${text}$"
     if any(mark in text for mark in _MATH_DELIMITERS) or "latex" not in match_types:
         forms = [text]

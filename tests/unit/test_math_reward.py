@@ -83,6 +83,8 @@ def test_the_answer_read(reward, completion, answer):
     ("#### 1,800", "1800"),
     ("\\boxed{1800}", "1,800"),
     ("\\boxed{1\\,800}", "1800"),
+    ("1 000", "1000"),
+    ("<answer>1 000 000</answer>", "1000000"),
     ("\\boxed{18.0}", "18"),
     ("\\boxed{18}", "18.00"),
     ("\\boxed{\\frac{1}{2}}", "0.5"),
