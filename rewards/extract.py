@@ -14,7 +14,8 @@ only where they put it:
   it with `<think>` (after leading whitespace) or a chat template opened it in
   the prompt (Qwen3, DeepSeek-R1: the response holds only `</think>`). A
   message that opens `<think>` (or whose prompt did) and never closes it was
-  cut while reasoning: it holds no answer yet.
+  cut while reasoning: it holds no answer yet (unless a fence the reasoning
+  left open hides its `</think>`: then the first one closes it).
 
 Inside code no token or tag counts, so nothing there is removed: a fenced
 block's body, an inline code span, or, in a completion without fenced blocks,
@@ -193,14 +194,19 @@ def _messages(text: str, code: _Code) -> list[tuple[int, int]]:
 
 def _answer_start(text: str, start: int, end: int, code: _Code, opened: bool) -> int:
     """Where the answer of the message `start:end` begins: after its last
-    `</think>` outside code; `end` (no answer) when its reasoning never closed."""
+    `</think>` outside code; `end` (no answer) when its reasoning never closed;
+    `start` when it holds no reasoning."""
     close = text.rfind(_CLOSE_THINK, start, end)
     while close >= 0 and code.holds(close, start, end):
         close = text.rfind(_CLOSE_THINK, start, close)  # rfind scans back from here on: linear in all
     if close >= 0:
         return close + len(_CLOSE_THINK)
-    thinking = opened or text.startswith(_OPEN_THINK, _SPACES.match(text, start, end).end(), end)
-    return end if thinking else start
+    if opened or text.startswith(_OPEN_THINK, _SPACES.match(text, start, end).end(), end):
+        # Reasoning that never closes outside code: either cut short, or a fence it
+        # left open hid its end, which is then its first `</think>`.
+        close = text.find(_CLOSE_THINK, start, end)
+        return close + len(_CLOSE_THINK) if close >= 0 else end
+    return start
 
 
 def _strip_edge_tokens(text: str) -> str:

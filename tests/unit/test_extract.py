@@ -97,6 +97,13 @@ def test_code_inside_think_is_dropped():
     assert extract_code(completion) == F
 
 
+def test_a_fence_left_open_in_the_reasoning_does_not_hide_its_end():
+    completion = f"<think>\nDraft:\n```python\n{G}\n</think>\n```python\n{F}```<|im_end|>"
+
+    assert extract_code(completion) == F
+    assert extract_code(completion[len("<think>"):], prompt="<|im_start|>assistant\n<think>") == F
+
+
 def test_think_opened_by_the_template():
     # The prompt ended with "<think>\n"; the response starts inside the reasoning.
     completion = f"I should add one.\n```python\n{G}```\nhmm</think>\n\n```python\n{F}```<|im_end|>"
