@@ -129,7 +129,7 @@ def extract_answer(completion: str, prompt: str | None = None) -> str | None:
 
 def _before_unclosed_box(text: str) -> str:
     """The text up to the first box that never closes (a generation cut off mid-answer)."""
-    box_at = {match.end(): match.start() for match in _BOXED.finditer(text)}  # where its content starts: where it starts
+    box_at = {match.end(): match.start() for match in _BOXED.finditer(text)}  # by where its content begins
     if not box_at:
         return text
     open_boxes: list[tuple[int, int]] = []  # (where the box starts, the brace depth of its content)
@@ -168,7 +168,7 @@ def _candidates_as_sets(text: str) -> str:
     >>> _candidates_as_sets(r"$3 \lor 5$ or, in words, x = 3 or maybe x = 5")
     '$3 \\text{ or } 5$ or, in words, $x = 3 \\text{ or } x = 5$'
     """
-    text = _LATEX_OR.sub(r" \\text{ or } ", text).replace("  \\text", " \\text").replace("}  ", "} ")
+    text = _LATEX_OR.sub(r"\\text{ or }", text)
     pieces, last = [], 0
     for span in [*_MATH_SPAN.finditer(text), None]:  # prose only: inside math "or" is LaTeX's business
         prose = text[last:span.start() if span else len(text)]
