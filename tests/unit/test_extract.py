@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from rewards import extract_code, strip_completion
+from rewards import FormatReward, extract_code, strip_completion
 
 F = "def f(x):\n    return x + 1\n"
 G = "def g():\n    return 2\n"
@@ -259,3 +259,11 @@ def test_whitespace_touching_the_text_stays():
 def test_hostile_turns_and_tags_are_read_in_linear_time(completion):
     extract_code(completion)
     strip_completion(completion, keep_think=True)
+
+
+def test_the_format_reward_sees_the_response_without_its_turn_header():
+    # FormatReward keeps the reasoning but cleans the edges as extraction does.
+    check = FormatReward.think_answer()
+
+    assert check("<|im_start|>assistant\n<think>2+2</think>\n<answer>4</answer><|im_end|>").reward == 1.0
+    assert check("<|im_start|>assistant\nNo reasoning.<|im_end|>").reward == 0.0
