@@ -102,6 +102,12 @@ def _out_of_memory():
     return _oom_struck
 
 
+class SolutionTraceback(Exception):
+    """The cause of an exception re-raised from the solution's process: what
+    it raised there, and where. A cause, not a note: `pytest.raises(match=)`
+    reads notes."""
+
+
 class OutOfMemory(WorkerError):
     """The solution's process was killed by the kernel's OOM killer (graded out_of_memory)."""
 
@@ -274,7 +280,7 @@ class Worker:
             self._ended()  # the process ended before it could read the request
         reply = self._read()
         if "raised" in reply:
-            raise solution_exception(name, reply["raised"]) from None
+            raise solution_exception(name, reply["raised"])
         for key, what in (("unusable", "cannot be called"), ("unsendable", "returned a value that cannot be compared")):
             if key in reply:
                 error = reply[key] if isinstance(reply[key], dict) else {}
@@ -328,7 +334,7 @@ def solution_exception(name, error):
     from the reply's plain strings: its nearest builtin class (looked up by
     name in `builtins`) with its message, so that `except ValueError` and
     `pytest.raises(ValueError)` in a check behave as they would around the
-    solution's own code; where it came from is in a note.
+    solution's own code; where it came from is its cause (SolutionTraceback).
 
     SystemExit and KeyboardInterrupt are the solution asking its process to
     end: a WorkerError, as if it had (raised here as themselves they would end
@@ -349,7 +355,7 @@ def solution_exception(name, error):
         except Exception:  # noqa: BLE001 - a constructor that wants more than a message
             exc = None
         if type(exc) is cls:
-            exc.add_note(detail)
+            exc.__cause__ = SolutionTraceback(detail)
             return exc
     return AssertionError(detail)
 
