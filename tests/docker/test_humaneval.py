@@ -69,6 +69,7 @@ def returns_none(problem: dict) -> str:
 
 
 BROKEN_IDS = list(PROBLEMS)[::BROKEN_EVERY]
+CHAT_IDS = list(dict.fromkeys(BROKEN_IDS + NEEDS_PROMPT))
 WRONG = {"broken": broken, "none": returns_none}
 
 
@@ -80,7 +81,7 @@ def graded(code_reward) -> dict[tuple[str, str], RewardOutput]:
         samples[("whole", task)] = Sample(id=task, completion=p["canonical_solution"], label=whole_label(p))
         samples[("sample-prompt", task)] = Sample(id=task, completion=p["canonical_solution"], label=bare_label(p),
                                                   prompt=p["prompt"])
-    for task in BROKEN_IDS + NEEDS_PROMPT:
+    for task in CHAT_IDS:
         p = PROBLEMS[task]
         samples[("chat", task)] = Sample(id=task, completion=p["prompt"] + p["canonical_solution"],
                                          label=bare_label(p), prompt=CHAT)
@@ -174,7 +175,7 @@ def test_canonical_solution_passes_whole_and_with_the_trainers_code_prompt(grade
     assert graded[("sample-prompt", task)].metadata["total"] == graded[("canonical", task)].metadata["total"]
 
 
-@pytest.mark.parametrize("task", BROKEN_IDS + NEEDS_PROMPT)
+@pytest.mark.parametrize("task", CHAT_IDS)
 def test_a_rewrite_under_a_chat_prompt_passes_unless_the_check_needs_the_prompt(graded, task):
     out = graded[("chat", task)]
 
