@@ -56,9 +56,9 @@ def test_a_sized_corpus_has_that_many_samples_hostile_ones_included():
 
 def test_asserts_are_split_one_per_test_as_the_check_label_splits_them():
     cases = corpus.split_cases(PROBLEMS[0])
-    # `assert True` uses no candidate: a prelude that runs before each case, not a test
-    assert [c["source"] for c in cases] == [f"assert True\nassert candidate({args}) == {want}"
-                                           for args, want in (("1, 2", 3), ("0, 0", 0), ("-1, 1", 0))]
+    # `assert True` uses no candidate: not a test, it runs where check runs it (after the last call)
+    assert [c["source"] for c in cases] == ["assert candidate(1, 2) == 3", "assert candidate(0, 0) == 0",
+                                           "assert candidate(-1, 1) == 0\nassert True"]
     data = corpus.test_data(TEST, "add", PROMPT)
     module = corpus.plain_test_module(data)
     functions = [n.name for n in ast.parse(module).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]

@@ -113,7 +113,7 @@ def test_weights_that_overflow_when_summed_are_refused():
 
 
 def test_an_error_of_ours_while_reading_a_sample_answers_that_sample(fake_sandbox, monkeypatch):
-    def broken(self, code, limits):
+    def broken(self, code, limits, prompt=None):
         raise KeyError("a bug")
 
     monkeypatch.setattr(type(parse_label(CHECK)), "request", broken)
