@@ -384,18 +384,30 @@ def add(a, b):
 ''',
 }
 
+# A process that ends before answering is a crash: the generated formats' worker, or
+# pytest's process before every collected test reported (a program's exit fails its case).
+GENERATED_KILLED = {"asserts": Verdict.KILLED, "check": Verdict.KILLED, "call": Verdict.KILLED}
+ALL_KILLED = {"pytest": Verdict.KILLED, **GENERATED_KILLED}
 # Verdict per format; every other format's is FAILED.
 EXPECTED = {
     "sys-exit-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                            "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
-    "os-exit-at-import": {"pytest": Verdict.COLLECTION_ERROR},
+    "os-exit-at-import": {"pytest": Verdict.COLLECTION_ERROR, **GENERATED_KILLED},
+    # sys.exit in a test is pytest's failure of that test; out of a worker's call, the worker's end.
+    **{hack: GENERATED_KILLED for hack in ("sys-exit-in-function", "exit-builtin-in-function",
+                                           "raise-systemexit-in-function")},
+    "keyboardinterrupt-in-function": ALL_KILLED,  # pytest's session stops
+    **{hack: ALL_KILLED for hack in ("os-exit-in-function", "fake-report-on-stdout-and-container-stdout",
+                                     "fake-pytest-summary-line")},
+    "forged-records-on-fds-3-to-10": GENERATED_KILLED,  # the worker's own reply pipe is among them
     "exit-builtin-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
     "raise-systemexit-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                    "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
     "keyboardinterrupt-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                     "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
-    "overriding-builtins": {"pytest": Verdict.COLLECTION_ERROR},  # pytest itself breaks
+    # pytest itself breaks; a worker's own code breaks too, and the worker ends (status 1).
+    "overriding-builtins": {"pytest": Verdict.COLLECTION_ERROR, **GENERATED_KILLED},
     "module-skip-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                               "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
 }
