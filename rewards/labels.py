@@ -649,16 +649,16 @@ def _plan_check(test: str, entry_point: str, prompt: str | None) -> _CheckPlan:
         proxies[entry_point] = entry_point
     proxies |= {n: n for n in sorted(free & helpers.stubs)}
     unknown = free - set(proxies) - helpers.defines - modules
-    if helpers.star or _has_star_import(tree):
-        unknown = set()  # the star import may define them; if not, NameError: the label's failure, not a pass
+    star = helpers.star or _has_star_import(tree)
+    # A star import may define the unknown names; if it does not, NameError: the label's failure, never a pass.
+    setup = helpers.source + "\n\n" + test if free & helpers.defines or (helpers.star and unknown) else test
+    unknown = set() if star else unknown
     proxies |= {m: m for m in sorted(modules)}  # a module if one exists, else a proxy with no attributes
-    setup = helpers.source + "\n\n" + test if free & helpers.defines else test
     whole = (f"check({param})",)
     if unknown:
         return _CheckPlan(whole, setup, proxies, tuple(sorted(modules)), frozenset(unknown))
     solution = frozenset(n for n in proxies if n not in modules)
     trusted = [tree, parse(helpers.source)] if helpers.source else [tree]
-    star = helpers.star or _has_star_import(tree)
     cases = (None if star else _split_check(check, solution, trusted)) or whole
     return _CheckPlan(tuple(cases), setup, proxies, tuple(sorted(modules)), frozenset())
 

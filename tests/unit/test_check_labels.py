@@ -191,6 +191,17 @@ def test_a_name_a_star_import_of_the_setup_defines_stays_the_labels(monkeypatch)
     assert run(data_of(label), good, monkeypatch) == [True]
 
 
+def test_a_name_a_star_import_of_the_prompt_may_define_is_never_the_solutions(monkeypatch):
+    label = check_label("def check(candidate):\n    assert candidate(16) == sqrt(16)\n",
+                        prompt='from math import *\n\n\ndef f(x):\n    """The square root of x."""\n')
+    data = data_of(label)
+    hack = solution_of("def sqrt(x):\n    return 0\n\ndef f(x):\n    return 0\n")
+
+    assert data["proxies"] == {"candidate": "f"}
+    assert run(data, hack, monkeypatch) == [False]
+    assert run(data, solution_of("def f(x):\n    return x ** 0.5\n"), monkeypatch) == [True]
+
+
 def test_the_functions_under_test_of_asserts_are_the_solutions(monkeypatch):
     label = parse_label({"tests": ["assert add(1, 2) == 3", "assert twice(add(1, 1)) == 4"],
                          "setup": "def twice(x):\n    return 2 * x"})
