@@ -121,7 +121,8 @@ EXPECTS_ASSERT = {
                               "    else:\n        assert False, 'no assert'\n",
     "except-exception": "    try:\n        candidate(-1)\n    except Exception:\n        pass\n"
                         "    else:\n        assert False, 'no exception'\n",
-    "bare-except": "    try:\n        candidate(-1)\n    except:\n        pass\n    else:\n        assert False, 'no exception'\n",
+    "bare-except": "    try:\n        candidate(-1)\n    except:\n        pass\n"
+                   "    else:\n        assert False, 'no exception'\n",
     "pytest-raises-base-exception": "    with pytest.raises(BaseException):\n        candidate(-1)\n",
 }
 SOLUTIONS = {
