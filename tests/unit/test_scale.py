@@ -232,3 +232,14 @@ def test_a_report_over_the_bound_sheds_messages_then_fails_as_ours():
 
 def test_the_host_and_the_harness_agree_on_the_bound():
     assert supervisor.MAX_REPORT_BYTES == MAX_REPORT_BYTES < REPORT_MARGIN_BYTES
+
+
+def test_failures_are_told_without_reparsing_large_modules(tmp_path):
+    """pytest's "short" style parses the whole module again for each failure."""
+    small, large = tmp_path / "test_small.py", tmp_path / "test_large.py"
+    small.write_text("def test_a():\n    assert False\n")
+    large.write_text("".join(f"def test_{i}():\n    assert False\n\n" for i in range(1000)))
+    assert pytest_runner.traceback_style([str(small)], generated=False) == "short"
+    assert pytest_runner.traceback_style([str(large)], generated=False) == "line"
+    assert pytest_runner.traceback_style([str(small)], generated=True) == "line"
+    assert "--tb=line" in pytest_runner.pytest_args([str(large)], tb="line")
