@@ -35,6 +35,11 @@ TEST_FILE = "test_solution.py"
 MAX_BARE_ANSWER_CHARS = 1000
 
 
+# The language's builtins: `_` is not one, though an interactive session or a
+# doctest in this process binds it in `builtins` (a check's `for _ in` is its own).
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if n != "_")
+
+
 class LabelError(ValueError):
     """A label that cannot be used to grade anything."""
 
@@ -537,7 +542,7 @@ def _loaded_names(tree: ast.AST) -> set[str]:
 def _free_names(source: str) -> list[str]:
     """Names the test code uses but never defines: the solution's functions."""
     tree = _parse(source)
-    return sorted(_loaded_names(tree) - _bound_names(tree) - set(dir(builtins)))
+    return sorted(_loaded_names(tree) - _bound_names(tree) - _BUILTIN_NAMES)
 
 
 def _module_like(source: str) -> list[str]:
@@ -790,7 +795,7 @@ class _Effects:
         self.bound = set().union(*(_bound_names(t) for t in trusted))
         self.builtins = _PURE_BUILTINS - self.bound  # `str = ...` anywhere: not the builtin
         top: Counter[str] = Counter(n for tree in trusted for node in tree.body for n in _scope_bindings(node))
-        self.globals = set(top) | set(dir(builtins))
+        self.globals = set(top) | _BUILTIN_NAMES
         local: Counter[str] = Counter(n for s in check.body for n in _scope_bindings(s))
         defs = {node.name: node for tree in trusted for node in tree.body
                 if isinstance(node, ast.FunctionDef) and node is not check}

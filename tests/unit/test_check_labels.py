@@ -388,3 +388,10 @@ def test_humaneval_is_split_where_it_can_be(agreement):
     assert {t for t, n in split.items() if n == 1} >= {"HumanEval/32", "HumanEval/38", "HumanEval/50"}
     # Wrong answers lose credit where the whole check fails, and only there.
     assert any(0 < sum(agreement[(t, "broken")]["split"]) < n for t, n in split.items() if n > 1)
+
+
+def test_a_check_reads_the_same_whatever_this_process_bound_to_underscore(monkeypatch):
+    # A doctest run earlier in the process binds builtins._; the container's has none.
+    import builtins
+    monkeypatch.setattr(builtins, "_", 42, raising=False)
+    test_the_last_test_may_change_state_nothing_after_it_reads()
