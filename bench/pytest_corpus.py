@@ -1,4 +1,4 @@
-"""Grades every reference solution of tests/data/pytest_corpus.jsonl.gz with
+"""Grades every reference solution of bench/.cache/pytest_corpus.jsonl.gz with
 its own pytest module, out of the tests' process and in it (issue 17), and
 says how many grade the same and what differed.
 

@@ -1,5 +1,5 @@
 """What real pytest modules do that cannot cross a process boundary (issue 17):
-a static survey of tests/data/pytest_corpus.jsonl.gz by syntax trees.
+a static survey of bench/.cache/pytest_corpus.jsonl.gz by syntax trees.
 
     .venv/bin/python bench/pytest_corpus_survey.py [--corpus FILE] [--examples 3] [--json FILE]
 
@@ -46,7 +46,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-CORPUS = Path(__file__).parents[1] / "tests/data/pytest_corpus.jsonl.gz"
+CORPUS = Path(__file__).parents[1] / "bench/.cache/pytest_corpus.jsonl.gz"
 FEATURES = ("patch_solution", "patch_shared", "introspection", "identity", "isinstance_class",
             "subclass_solution", "foreign_exception", "callable_argument", "non_plain_value",
             "in_place_argument", "redirect_stdout", "capture_fixture", "timing", "reload", "concurrency",

@@ -1,4 +1,4 @@
-"""Builds tests/data/pytest_corpus.jsonl.gz: real (reference solution, pytest
+"""Builds bench/.cache/pytest_corpus.jsonl.gz: real (reference solution, pytest
 module) pairs, to measure how pytest labels grade (bench/pytest_corpus.py,
 issue 17: in the tests' process and out of it).
 
@@ -40,7 +40,7 @@ import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
-OUT = Path(__file__).parents[1] / "tests/data/pytest_corpus.jsonl.gz"
+OUT = Path(__file__).parents[1] / "bench/.cache/pytest_corpus.jsonl.gz"
 KODCODE = "KodCode-AI/kodcode"
 EXERCISM = "exercism/python"
 
