@@ -17,7 +17,16 @@ $(BIN)/rewardbox: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch,ray]'
 	@touch $@
 
-install: $(BIN)/rewardbox ## install rewardbox and its test tools into .venv
+# math-verify's sdist (its test suite's cases: bench/math_verify_cases.py), at the version constraints.txt pins.
+MATH_VERIFY := $(shell sed -n 's/^math-verify==\([^ ;]*\).*/\1/p' constraints.txt)
+MATH_VERIFY_SDIST := bench/.cache/math_verify-$(MATH_VERIFY).tar.gz
+
+$(MATH_VERIFY_SDIST): | $(BIN)/rewardbox
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: --dest bench/.cache 'math-verify==$(MATH_VERIFY)'
+	@test -f $@ || { echo "pip gave no $@" >&2; exit 1; }
+	@touch $@
+
+install: $(BIN)/rewardbox $(MATH_VERIFY_SDIST) ## install rewardbox and its test tools into .venv; math-verify's sdist into bench/.cache
 
 engine: ## make sure a Docker engine runs (installs and starts one if root on Debian)
 	@bash scripts/ensure-engine.sh

@@ -3,35 +3,44 @@ asserts, beside math-verify alone on the same cases.
 
     .venv/bin/python bench/math_verify_agreement.py [--show-disagreements]
 
-The cases (tests/data/math_verify_cases.json, made by
-scripts/math_verify_cases.py) are (gold, prediction, expected) rows with the
-options their test passes. Each is run twice:
+The cases are the (gold, prediction, expected) rows Math-Verify's tests assert,
+with the options their test passes, read by bench/math_verify_cases.py from the
+tests in math-verify's sdist on PyPI (the installed version's, downloaded into
+bench/.cache by `make install`). Each is run twice:
     math-verify  parse both sides and verify, as the suite's test does: its
                  helper's extraction (LaTeX with boxes first, and/or plain
                  expressions) and verify's options; or parse and verify with
                  no options where the test calls them so
     MathReward   the prediction as the completion, the gold plus the case's
                  options as a math label
-A case agrees when the verdict is the expected one.
+A case agrees when the verdict is the expected one. Then both again with the
+options left out (math-verify's defaults: parse and verify with no options; a
+label of the gold answer alone).
 """
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).parents[1]
-CASES = ROOT / "tests/data/math_verify_cases.json"
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+sys.path.insert(0, str(Path(__file__).parent))
 
+import math_verify_cases  # noqa: E402
 from rewards.base import Sample  # noqa: E402
 from rewards.math import MathConfig, MathReward  # noqa: E402
 
 
-def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
-    return json.loads(path.read_text(encoding="utf-8"))["cases"]
+def load_cases(sdist: Path | None = None) -> list[dict[str, Any]]:
+    """The cases of the installed math-verify's sdist (FileNotFoundError, saying to run `make install`, without it)."""
+    return math_verify_cases.load(sdist)["cases"]
+
+
+def without_options(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases with their test's options left out: math-verify's defaults on both sides."""
+    return [{**case, "via": "parse", "options": {}} for case in cases]
 
 
 def label(case: dict[str, Any]) -> dict[str, Any]:
@@ -75,19 +84,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--show-disagreements", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sdist", type=Path, help="default: the installed version's, in bench/.cache")
     args = parser.parse_args()
-    cases = load_cases()
+    cases = load_cases(args.sdist)
     with MathReward(MathConfig(workers=args.workers)) as reward:
-        result = agreement(cases, reward)
-    print(f"MathReward agrees on {result['ours']}/{result['cases']}; "
-          f"math-verify alone on {result['math_verify']}/{result['cases']}")
-    if args.show_disagreements:
-        by_id = {case["id"]: case for case in cases}
-        for who in ("ours_wrong", "math_verify_wrong"):
-            for case_id in result[who]:
-                case = by_id[case_id]
-                print(f"{who}: {case_id} expected={case['expected']} gold={case['gold'][:80]!r} "
-                      f"pred={case['pred'][-120:]!r} options={case['options']}")
+        for title, run in (("with each test's options", cases), ("options left out", without_options(cases))):
+            result = agreement(run, reward)
+            print(f"{title}: MathReward agrees on {result['ours']}/{result['cases']}; "
+                  f"math-verify alone on {result['math_verify']}/{result['cases']}")
+            if args.show_disagreements:
+                by_id = {case["id"]: case for case in run}
+                for who in ("ours_wrong", "math_verify_wrong"):
+                    for case_id in result[who]:
+                        case = by_id[case_id]
+                        print(f"  {who}: {case_id} expected={case['expected']} gold={case['gold'][:80]!r} "
+                              f"pred={case['pred'][-120:]!r} options={case['options']}")
     return 0
 
 

@@ -219,12 +219,13 @@ def test_bad_label_options_give_no_reward(reward, options, error):
 
 
 def test_agreement_with_math_verify_test_suite():
-    """Math-Verify's own asserted cases (tests/data/math_verify_cases.json), each
-    with its test's options: MathReward agrees with at least as many as
-    math-verify itself, measured in this same run."""
+    """Math-Verify's own asserted cases (read from the tests in math-verify's
+    sdist, which `make install` downloads into bench/.cache; missing, this
+    fails saying so), each with its test's options: MathReward agrees with at
+    least as many as math-verify itself, measured in this same run."""
     bench = _load_bench("math_verify_agreement")
     cases = bench.load_cases()
-    assert len(cases) == 270 and {case["via"] for case in cases} == {"helper", "parse"}
+    assert len(cases) >= 250 and {case["via"] for case in cases} == {"helper", "parse"}
     with MathReward(MathConfig(workers=2)) as reward:
         result = bench.agreement(cases, reward)
     print(f"MathReward {result['ours']}/{result['cases']}, math-verify {result['math_verify']}/{result['cases']}")

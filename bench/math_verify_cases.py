@@ -1,12 +1,16 @@
-"""Reads the (gold, prediction, expected) cases that Math-Verify's own test
-suite asserts, with each test's options, into tests/data/math_verify_cases.json.
+"""The (gold, prediction, expected) cases that Math-Verify's own test suite
+asserts, with each test's options, read from the math-verify sdist on PyPI.
 
-    python scripts/math_verify_cases.py /path/to/Math-Verify [--commit SHA] [--out FILE]
+    .venv/bin/python bench/math_verify_cases.py [--sdist FILE] [--json FILE]
 
-The path is a clone of https://github.com/huggingface/Math-Verify (a bare git
-directory or a work tree); the files are read at `--commit` (default HEAD) with
-`git show`, and the commit is written beside the cases. Only data is taken:
-the test files are read as syntax trees, never imported or run.
+The sdist (math_verify-<version>.tar.gz, holding the suite's tests/test_*.py)
+is the one of the installed math-verify's version, pinned in constraints.txt:
+`make install` downloads it with pip into bench/.cache (git-ignored). It is
+read in place with tarfile; the test files are parsed as syntax trees, never
+imported or run, and nothing is extracted. Run as a script it prints the
+counts and, with --json, writes the cases for inspection (default path under
+bench/.cache). The cases are Apache-2.0, Copyright 2025 HuggingFace Inc. (the
+sdist's LICENCE).
 
 A case is a `pytest.mark.parametrize` row of a test whose parameters name a
 gold answer, a prediction and the expected result, or a literal assertion
@@ -19,45 +23,61 @@ defaults), marked `"via": "parse"`.
 
 import argparse
 import ast
+import importlib.metadata
 import json
 import math
-import subprocess
 import sys
-from pathlib import Path
+import tarfile
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+CACHE = Path(__file__).parent / ".cache"
 HELPER = "compare_strings"
 HELPER_FILE = "tests/test_all.py"
 OPTIONS = ("match_types", "precision", "strict", "allow_set_relation_comp")
 GOLD, PRED, EXPECTED = ("gold",), ("pred",), ("expected", "result")
 
 
+def sdist_path(cache: Path = CACHE) -> Path:
+    """Where `make install` puts the sdist of the installed math-verify."""
+    return cache / f"math_verify-{importlib.metadata.version('math-verify')}.tar.gz"
+
+
+def load(sdist: Path | None = None) -> dict[str, Any]:
+    """The cases and the helper's defaults, read from the sdist (default: `sdist_path()`)."""
+    sdist = sdist or sdist_path()
+    if not sdist.is_file():
+        raise FileNotFoundError(f"{sdist} is missing: run `make install` (it downloads math-verify's sdist from PyPI "
+                                "with pip, for Math-Verify's own test cases)")
+    with tarfile.open(sdist, "r:gz") as archive:
+        sources = {}
+        for member in archive.getmembers():
+            parts = PurePosixPath(member.name).parts  # math_verify-<version>/tests/test_x.py
+            if (member.isfile() and len(parts) == 3 and parts[1] == "tests"
+                    and parts[2].startswith("test_") and parts[2].endswith(".py")):
+                sources["/".join(parts[1:])] = archive.extractfile(member).read().decode("utf-8")
+    if HELPER_FILE not in sources:
+        raise ValueError(f"{sdist} holds no {HELPER_FILE}: not a math-verify sdist with its tests")
+    defaults = _helper_defaults(ast.parse(sources[HELPER_FILE]))
+    cases = [case for name in sorted(sources) for case in _cases(name, ast.parse(sources[name]), defaults)]
+    return {"source": f"{sdist.name} (math-verify's sdist on PyPI)", "files": sorted(sources),
+            "helper_defaults": defaults, "cases": cases}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("repo", type=Path, help="a clone of huggingface/Math-Verify")
-    parser.add_argument("--commit", default="HEAD")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "tests/data/math_verify_cases.json")
+    parser.add_argument("--sdist", type=Path, help="default: the installed version's, in bench/.cache")
+    parser.add_argument("--json", type=Path, nargs="?", const=CACHE / "math_verify_cases.json",
+                        help="write the cases there (default bench/.cache/math_verify_cases.json)")
     args = parser.parse_args()
-    commit = _git(args.repo, "rev-parse", f"{args.commit}^{{commit}}").strip()
-    files = sorted(name for name in _git(args.repo, "ls-tree", "--name-only", commit, "tests/").split()
-                   if Path(name).name.startswith("test_") and name.endswith(".py"))
-    defaults = _helper_defaults(ast.parse(_git(args.repo, "show", f"{commit}:{HELPER_FILE}")))
-    cases = [case for name in files
-             for case in _cases(name, ast.parse(_git(args.repo, "show", f"{commit}:{name}")), defaults)]
-    document = {
-        "source": "https://github.com/huggingface/Math-Verify",
-        "commit": commit,
-        "license": "Apache-2.0, Copyright 2025 HuggingFace Inc.: see math_verify_cases.LICENSE",
-        "generated_by": "scripts/math_verify_cases.py",
-        "helper_defaults": defaults,
-        "cases": cases,
-    }
-    args.out.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"{len(cases)} cases from {len(files)} files at {commit} -> {args.out}", file=sys.stderr)
-
-
-def _git(repo: Path, *command: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *command], check=True, capture_output=True, text=True).stdout
+    document = load(args.sdist)
+    cases = document["cases"]
+    via = {kind: sum(case["via"] == kind for case in cases) for kind in ("helper", "parse")}
+    print(f"{len(cases)} cases ({via['helper']} through {HELPER}, {via['parse']} through parse and verify) "
+          f"from {len(document['files'])} test files of {document['source']}")
+    if args.json:
+        args.json.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"-> {args.json}", file=sys.stderr)
 
 
 def _helper_defaults(module: ast.Module) -> dict[str, Any]:
