@@ -11,7 +11,7 @@ The trainer passes no options, so the settings come from the environment (an
 empty value counts as unset; a bad value raises `SettingsError` naming it):
 
     REWARDBOX_REWARD             registered reward name or composition spec; default "correctness"
-    REWARDBOX_TIMEOUT_S          wall clock for a sample's tests; default Limits.timeout_s (10)
+    REWARDBOX_TIMEOUT_S          wall clock for a sample's tests; default grows with the tests (Limits.for_tests: 10 s + 0.5 s a test, at most 120 s)
     REWARDBOX_MEMORY_MB          memory per container; default Limits.memory_mb (512)
     REWARDBOX_WORKERS            containers running at once, per process (with REWARDBOX_RAY, per
                                  sandbox node); default Sandbox's (4), on Ray the node's CPU count
