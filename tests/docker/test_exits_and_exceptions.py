@@ -12,6 +12,7 @@ share the session's containers in parallel; each test then reads its own.
 """
 
 import pytest
+from add_task import ADD_TESTS
 
 from rewards import CodeReward, GradingPolicy, RewardOutput, Sample
 from sandbox import Limits
@@ -220,21 +221,6 @@ def test_no_exit_of_a_program_scores_above_an_honest_wrong_answer(graded, name):
     assert out.reward <= honest.reward and out.metadata["passed"] == 0, show(out)
 
 
-ADD_PYTEST = """\
-from solution import add
-
-
-def test_small():
-    assert add(1, 2) == 3
-
-
-def test_zero():
-    assert add(0, 0) == 0
-
-
-def test_negative():
-    assert add(-2, 5) == 3
-"""
 PYTEST_EXITS = {
     # test_small passes, then the process ends before test_zero reports.
     "os-exit-in-the-second-test": "import os\n\n\ndef add(a, b):\n    if a == 0:\n        os._exit(0)\n"
@@ -247,7 +233,7 @@ PYTEST_EXITS = {
                    "    return a + b\n",
 }
 for _name, _solution in PYTEST_EXITS.items():
-    run(f"pytest-{_name}", _solution, {"pytest": ADD_PYTEST}, DEADLINE_RUNS)
+    run(f"pytest-{_name}", _solution, {"pytest": ADD_TESTS}, DEADLINE_RUNS)
 
 
 @pytest.mark.parametrize("name", list(PYTEST_EXITS))
@@ -271,7 +257,7 @@ run("deadline-asserts", LOOPS_ON_ZERO,
 run("deadline-stdio", "a, b = map(int, input().split())\nwhile a == 0:\n    pass\nprint(a + b)\n",
     {"inputs": ["1 2\n", "3 4\n", "0 0\n", "5 6\n"], "outputs": ["3\n", "7\n", "0\n", "11\n"], "case_timeout_s": 60},
     DEADLINE_RUNS)
-ZERO_LAST = ADD_PYTEST.replace("def test_zero():\n    assert add(0, 0) == 0\n\n\n", "") + \
+ZERO_LAST = ADD_TESTS.replace("def test_zero():\n    assert add(0, 0) == 0\n\n", "") + \
     "\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
 run("deadline-pytest", LOOPS_ON_ZERO, {"pytest": ZERO_LAST}, DEADLINE_RUNS)
 run("deadline-nothing-passed", "def add(a, b):\n    while True:\n        pass\n",
