@@ -57,6 +57,9 @@ class PytestLabel(_Label):
 
     kind: Literal["pytest"] = "pytest"
     pytest: str
+    in_process: bool = Field(False, description=(
+        "import the completion into the tests' own process (the old behaviour): for a module that "
+        "monkeypatches the solution's internals or reads its source. Hackable (README, threat model)"))
 
     @model_validator(mode="after")
     def _parses(self) -> "PytestLabel":
@@ -68,7 +71,8 @@ class PytestLabel(_Label):
         return expected_tests(self.pytest)
 
     def request(self, code: str, limits: Limits, prompt: str | None = None) -> RunRequest:
-        return RunRequest(files={SOLUTION_FILE: code}, tests={TEST_FILE: self.pytest}, limits=limits)
+        return RunRequest(files={SOLUTION_FILE: code}, tests={TEST_FILE: self.pytest}, limits=limits,
+                          solution_in_process=self.in_process)
 
 
 class _GeneratedLabel(_Label):

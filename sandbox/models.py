@@ -83,6 +83,9 @@ class RunRequest(Frozen):
         "more work-dir files: base64 contents by relative path (subdirectories allowed)"))
     fetch_files: tuple[str, ...] = Field((), description="work-dir paths whose contents come back in RunResult.files "
                                                          "after a program run, if they exist")
+    solution_in_process: bool = Field(False, description=(
+        "pytest modules only: import the completion into the tests' own process as `solution` (the old way, "
+        "hackable: README, threat model) instead of running it in a process of its own behind a stand-in module"))
     limits: Limits = Limits()
 
     @field_validator("files", "tests")

@@ -54,6 +54,8 @@ def encode_request(request: RunRequest, nonce: str) -> bytes:
     }
     if request.binary_files:
         wire["binary_files"] = request.binary_files
+    if request.solution_in_process:
+        wire["solution_in_process"] = True
     if request.program is not None:
         wire.update(program=request.program, stdin=request.stdin, fetch_files=list(request.fetch_files))
     return json.dumps(wire).encode("utf-8", "surrogatepass")

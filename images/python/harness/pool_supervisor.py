@@ -123,12 +123,13 @@ class Zygote:
             self.alive = False
             supervisor.kill_everything_else()
 
-    def spawn(self, test_paths, env, fds):
+    def spawn(self, test_paths, env, fds, solution="worker"):
         if not self.alive:
             raise RuntimeError("the zygote is gone")
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
-        socket.send_fds(self.sock, [json.dumps({"op": "run", "args": test_paths, "env": env}).encode()],
+        message = {"op": "run", "args": test_paths, "env": env, "solution": solution}
+        socket.send_fds(self.sock, [json.dumps(message).encode()],
                         [stdout_w, stderr_w, *fds])
         os.close(stdout_w)
         os.close(stderr_w)

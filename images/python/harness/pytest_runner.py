@@ -2,7 +2,11 @@
 sends one signed record per event to the supervisor (the collected list in
 as many records as it takes, each marked whether `more` follow).
 
-argv: KEY_FD RECORDS_FD DATA_FD TEST_FILE...   (DATA_FD -1: no test data)
+argv: KEY_FD RECORDS_FD DATA_FD SOLUTION TEST_FILE...
+    DATA_FD   -1: no test data (a dataset's pytest module)
+    SOLUTION  "worker": the module's `import solution` gets rbsolution's
+              stand-in, the completion runs in a process of its own;
+              "in-process": it is imported here (the label's `in_process`)
 
 The key is read and its fd closed before collection, that is before any
 completion code is imported, so writing to the records pipe, pre-seeding it or
@@ -10,12 +14,13 @@ exiting early gains nothing: the supervisor drops records whose signature does
 not match and counts them as tampering, and the host counts missing tests as
 failed.
 
-For a dataset's own pytest module the completion is imported into this
-process: code that goes looking for the plugin (gc) or patches pytest's
-reporting can still forge results (README, threat model). Generated tests
-(asserts, check functions, stdin/stdout, call-based) never import it here:
-rbcheck runs it in processes of its own and compares plain data, with the
-expected values read from DATA_FD into this process's memory.
+The completion never runs in this process, unless a pytest label asks for
+it (`in_process`: then code that goes looking for the plugin through gc or
+patches pytest's reporting can forge results; README, threat model). A
+dataset's pytest module gets a stand-in `solution` (rbsolution); generated
+tests (asserts, check functions, stdin/stdout, call-based) call it through
+rbcheck and compare plain data, with the expected values read from DATA_FD
+into this process's memory.
 """
 
 import ctypes
@@ -205,14 +210,18 @@ def main():
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
 
-    if data_fd < 0:
-        # A dataset's pytest module imports the completion as `solution`. After
-        # pytest and the stdlib, so files in the work dir shadow neither. Generated
-        # tests never import from the work dir: it stays off the path, and modules
-        # the completion plants there cannot reach this process.
+    if data_fd < 0 and sys.argv[4] == "in-process":
+        # The label asked for the old way: the completion is imported here as `solution`.
+        # After pytest and the stdlib, so files in the work dir shadow neither.
         sys.path.append(WORK_DIR)
+    elif data_fd < 0:
+        # The stand-in. The work dir stays off the path, as for generated tests:
+        # modules the completion plants there cannot reach this process.
+        import rbsolution
 
-    test_files = sys.argv[4:]
+        rbsolution.install()
+
+    test_files = sys.argv[5:]
     sys.exit(pytest.main(pytest_args(test_files, tb=traceback_style(test_files, generated=data_fd >= 0)),
                          plugins=[plugin]))
 

@@ -268,17 +268,24 @@ class Worker:
             self.close()
             error = hello["import_error"]
             error = error if isinstance(error, dict) else {}
-            raise SolutionImportError(f"importing the solution failed: {error.get('type')}: {error.get('message')}\n"
-                                      f"{error.get('traceback', '')}")
+            failure = SolutionImportError(f"importing the solution failed: {error.get('type')}: "
+                                          f"{error.get('message')}\n{error.get('traceback', '')}")
+            failure.error = error  # what a pytest module's import of it raises (rbsolution)
+            raise failure
 
-    def call(self, name, args, kwargs):
+    def exchange(self, request):
+        """One request, its reply (a dict); a RunFailure if the process ended,
+        broke the protocol or ran past the case's deadline."""
         __tracebackhide__ = True
-        request = {"name": name, "args": rbwire.encode(list(args)), "kwargs": rbwire.encode(dict(kwargs))}
         try:
             rbwire.write_frame(self.requests, request)
         except OSError:
             self._ended()  # the process ended before it could read the request
-        reply = self._read()
+        return self._read()
+
+    def call(self, name, args, kwargs):
+        __tracebackhide__ = True
+        reply = self.exchange({"name": name, "args": rbwire.encode(list(args)), "kwargs": rbwire.encode(dict(kwargs))})
         if "raised" in reply:
             raise solution_exception(name, reply["raised"])
         for key, what in (("unusable", "cannot be called"), ("unsendable", "returned a value that cannot be compared")):
@@ -296,7 +303,8 @@ class Worker:
             left = _deadline - time.monotonic()
             with selectors.DefaultSelector() as sel:
                 sel.register(fd, selectors.EVENT_READ)
-                if left <= 0 or not sel.select(timeout=left):
+                # No case deadline (a pytest module's calls): the run's deadline, kept by the supervisor, bounds it.
+                if left <= 0 or not sel.select(timeout=None if left == math.inf else left):
                     raise CaseTimeout(f"the call ran past {DATA['case_timeout_s']} s")
 
         try:

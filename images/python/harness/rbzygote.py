@@ -14,7 +14,8 @@ still do to it (kill or stop it, lower its limits or priority) the supervisor
 checks after every run, and recycles the container if anything changed.
 
 Messages (JSON, one per packet):
-    <- {"op": "run", "args": [TEST_FILE...], "env": {...}}  + fds: stdout, stderr, key, records[, data]
+    <- {"op": "run", "args": [TEST_FILE...], "env": {...}, "solution": "worker" | "in-process"}
+                                                  + fds: stdout, stderr, key, records[, data]
     -> {"pid": PID}, later {"exit": WAIT_STATUS}
     <- {"op": "sweep"}   -> {"clean": BOOL}   every other process of the uid killed
 """
@@ -58,7 +59,7 @@ def warm_up(session=True):
 
     for name in _pytest.config.default_plugins:
         importlib.import_module(f"_pytest.{name}")
-    for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbwire"):
+    for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbwire", "rbhandle", "rbsolution"):
         importlib.import_module(name)
     if not session:
         return
@@ -163,12 +164,13 @@ def run_child(message, fds):
             os.dup2(fd, target)
         os.closerange(len(high) + 1, 65536)
         data_fd = "5" if len(high) == 5 else "-1"
-        if len(high) == 5:  # generated tests: the solution runs in a worker
+        solution = "in-process" if message.get("solution") == "in-process" else "worker"
+        if len(high) == 5 or solution == "worker":  # the solution runs in a worker
             rbcheck.SEED = Seed()
         os.chdir(WORK_DIR)
         os.environ.clear()
         os.environ.update(message["env"])
-        sys.argv = [pytest_runner.__file__, "3", "4", data_fd, *message["args"]]
+        sys.argv = [pytest_runner.__file__, "3", "4", data_fd, solution, *message["args"]]
         try:
             pytest_runner.main()
             code = 0

@@ -5,7 +5,8 @@ line to the host.
 It never imports the completion. Protocol (see sandbox/protocol.py on the host):
 
     stdin  <- one JSON object {"nonce", "files", "tests", "test_data",
-              "timeout_s", "output_limit_bytes"} (+ "binary_files"; a program
+              "timeout_s", "output_limit_bytes"} (+ "binary_files",
+              "solution_in_process"; a program
               run adds "program", "stdin", "fetch_files"), then EOF
     stdout -> "RBREPORT <hmac-sha256(nonce, body)> <body>\n", body a JSON object
 
@@ -252,11 +253,12 @@ def memory_file(data):
     return fd
 
 
-def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None):
+def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None, solution="worker"):
     """Runs the tests in a child: a fresh interpreter (`python -I -B pytest_runner.py`),
     or in a pooled container a fork of the warm zygote (pool_supervisor.py), which has
     pytest imported already. Either way the child sees the same argv, fds,
-    environment and working directory."""
+    environment and working directory. `solution`: "worker" or "in-process"
+    (pytest_runner.py)."""
     key = secrets.token_bytes(32)
     records_r, records_w = os.pipe()
     key_r, key_w = os.pipe()
@@ -269,10 +271,11 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None
     fds = (key_r, records_w) + ((data_fd,) if data_fd >= 0 else ())
     started = time.monotonic()
     if zygote is not None:
-        child = zygote.spawn(paths, env, fds)
+        child = zygote.spawn(paths, env, fds, solution)
     else:
         child = subprocess.Popen(
-            [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd)] + paths, cwd=WORK_DIR, env=env, stdin=subprocess.DEVNULL,
+            [sys.executable, "-I", "-B", RUNNER, str(key_r), str(records_w), str(data_fd), solution] + paths,
+            cwd=WORK_DIR, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
         )
     for fd in fds:
@@ -562,7 +565,8 @@ def run_tests(request, report, zygote=None):
     else:
         report.update(phase="pytest", **run_pytest(
             sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
-            request["output_limit_bytes"], zygote))
+            request["output_limit_bytes"], zygote,
+            "in-process" if request.get("solution_in_process") is True else "worker"))
         report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
 
 
