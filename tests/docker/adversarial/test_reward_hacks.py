@@ -4,10 +4,14 @@ task. None may score more than an honest wrong answer to the same label.
 
 Where an attempt has a visible side effect, `add` returns a status string
 instead of the answer, so a failure message shows the attempt really ran: the
-defence held, the attack did not simply misfire. Hacks that act inside the
-tests' own process win against a dataset's pytest module (README, threat
-model): those pytest cases are strict expected failures, and the generated
-formats, where values cross a process boundary as plain data, must beat them.
+defence held, the attack did not simply misfire. The completion never shares
+a process with the tests in any format: a dataset's pytest module imports a
+stand-in `solution` whose objects live in the completion's worker
+(rbsolution), so the hacks that once acted inside the tests' own process (an
+always-equal object, patched reporting, a hook on the live config, the
+plugin's key, builtins, the caller's source) are beaten in every format. The
+old way (`in_process: true`) is shown hackable, so that the option's warning
+stays true.
 """
 
 import pytest
@@ -384,8 +388,9 @@ def add(a, b):
 ''',
 }
 
-# A process that ends before answering is a crash: the generated formats' worker, or
-# pytest's process before every collected test reported (a program's exit fails its case).
+# A process that ends before answering is a crash: the solution's worker (every format but
+# stdio, where a program's exit fails its case), or pytest's process before every collected
+# test reported.
 GENERATED_KILLED = {"asserts": Verdict.KILLED, "check": Verdict.KILLED, "call": Verdict.KILLED}
 ALL_KILLED = {"pytest": Verdict.KILLED, **GENERATED_KILLED}
 # Verdict per format; every other format's is FAILED.
@@ -393,30 +398,30 @@ EXPECTED = {
     "sys-exit-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                            "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
     "os-exit-at-import": {"pytest": Verdict.COLLECTION_ERROR, **GENERATED_KILLED},
-    # sys.exit in a test is pytest's failure of that test; out of a worker's call, the worker's end.
-    **{hack: GENERATED_KILLED for hack in ("sys-exit-in-function", "exit-builtin-in-function",
-                                           "raise-systemexit-in-function")},
+    # sys.exit out of a worker's call is the worker's end, in a pytest module as in generated tests.
+    **{hack: ALL_KILLED for hack in ("sys-exit-in-function", "exit-builtin-in-function",
+                                     "raise-systemexit-in-function")},
     "keyboardinterrupt-in-function": ALL_KILLED,  # pytest's session stops
     **{hack: ALL_KILLED for hack in ("os-exit-in-function", "fake-report-on-stdout-and-container-stdout",
                                      "fake-pytest-summary-line")},
-    "forged-records-on-fds-3-to-10": GENERATED_KILLED,  # the worker's own reply pipe is among them
+    # The worker's own reply pipe is among them (a pytest module imports the solution at collection).
+    "forged-records-on-fds-3-to-10": {"pytest": Verdict.COLLECTION_ERROR, **GENERATED_KILLED},
     "exit-builtin-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
     "raise-systemexit-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                    "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
     "keyboardinterrupt-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                                     "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
-    # pytest itself breaks; a worker's own code breaks too, and the worker ends (status 1).
+    # The worker's own code breaks, and the worker ends (status 1) before it answers.
     "overriding-builtins": {"pytest": Verdict.COLLECTION_ERROR, **GENERATED_KILLED},
     "module-skip-at-import": {"pytest": Verdict.COLLECTION_ERROR, "asserts": Verdict.IMPORT_ERROR,
                               "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
 }
 
-IN_PROCESS = ("known limit of pytest labels (README, threat model): the completion runs in the same "
-              "interpreter as the dataset's test module and pytest_runner's RecordPlugin, so it can {}; "
-              "the generated formats beat it")
-# The hacks that win against a dataset's own pytest module.
-PYTEST_WINS = {
+# The hacks that won against a dataset's pytest module while it imported the completion into
+# the tests' own process (the known limit before the stand-in): each now a plain test of every
+# format, in the core (run again under gVisor and in the cold mode).
+FORMER_PYTEST_WINS = {
     "always-equal": "return an object whose __eq__ is always true straight into the test's comparison",
     "always-equal-str": "return a str whose __eq__ is always true and strip() returns itself into the comparison",
     "always-equal-int": "return an int whose __eq__ is always true into the test's comparison",
@@ -425,20 +430,19 @@ PYTEST_WINS = {
     "records-signed-by-harness-plugin": "find the plugin (gc) and call its _emit(), which signs with the plugin's key",
     "reading-expected-values-from-the-grader": "read the expected value from the calling test's frame and source file",
 }
-# Harness-level hacks: the sandbox core, run again under gVisor.
-IN_PROCESS_ONLY = set(PYTEST_WINS) | {"sys-modules-swap", "overriding-builtins"}
 
 ATTACKS = {**baselines(), **{f"{hack}-{fmt}": Attack(source + MAIN, FORMATS[fmt])
                              for hack, source in HACKS.items() for fmt in FORMATS}}
+# The label option that keeps the old way, for modules that need it: as hackable as it was.
+IN_PROCESS_LABEL = {**FORMATS["pytest"], "in_process": True}
+ATTACKS.update({f"{hack}-pytest-in-process": Attack(HACKS[hack] + MAIN, IN_PROCESS_LABEL)
+                for hack in ("pytest-skip-in-function", "forged-records-on-fds-3-to-10", *FORMER_PYTEST_WINS)})
 
 
 def cases():
     for hack in HACKS:
         for fmt in FORMATS:
-            marks = [] if hack in IN_PROCESS_ONLY else [pytest.mark.core]
-            if fmt == "pytest" and hack in PYTEST_WINS:
-                marks.append(pytest.mark.xfail(strict=True, raises=AssertionError,
-                                               reason=IN_PROCESS.format(PYTEST_WINS[hack])))
+            marks = [pytest.mark.core]
             yield pytest.param(f"{hack}-{fmt}", marks=marks, id=f"{hack}-{fmt}")
 
 
@@ -458,23 +462,28 @@ def test_hack_scores_no_more_than_an_honest_wrong_answer(batch, case):
 # -- what each defence did, where it shows ------------------------------------------------------
 
 @pytest.mark.core
-@pytest.mark.parametrize("case", ["sys-exit-in-function-pytest"])
-def test_sys_exit_in_a_test_fails_it(batch, case):
+@pytest.mark.parametrize("case", ["sys-exit-in-function-pytest", "os-exit-in-function-pytest",
+                                  "fake-report-on-stdout-and-container-stdout-pytest"])
+def test_an_exit_in_the_solution_ends_its_worker_not_the_tests(batch, case):
+    # pytest's process goes on and reports every test, each failed by the worker's end.
     grade = batch[case]
-    assert all(t.exc_type == "SystemExit" for t in grade.tests) and len(grade.tests) == 3, show(grade)
+    assert [t.exc_type for t in grade.tests] == ["rbcheck.WorkerError"] * 3, show(grade)
 
 
 @pytest.mark.core
-@pytest.mark.parametrize("case", ["os-exit-at-import-pytest", "os-exit-in-function-pytest",
-                                  "fake-report-on-stdout-and-container-stdout-pytest"])
+@pytest.mark.parametrize("case", ["os-exit-at-import-pytest"])
 def test_process_exits_before_any_test_reported(batch, case):
     assert batch[case].tests == ()
 
 
 @pytest.mark.core
-@pytest.mark.parametrize("case", ["pytest-skip-in-function-pytest", "unittest-skiptest-in-function-pytest"])
+@pytest.mark.parametrize("case", ["pytest-skip-in-function-pytest", "unittest-skiptest-in-function-pytest",
+                                  "pytest-skip-in-function-pytest-in-process"])
 def test_skipped_tests_count_as_not_passed(batch, case):
-    assert [t.outcome for t in batch[case].tests] == [Outcome.SKIPPED] * 3
+    # A skip raised in the worker reaches the tests as a failure (pytest's Skipped is no builtin
+    # exception); in process it is pytest's skip. Neither passes.
+    want = Outcome.SKIPPED if case.endswith("-in-process") else Outcome.FAILED
+    assert [t.outcome for t in batch[case].tests] == [want] * 3, show(batch[case])
 
 
 @pytest.mark.core
@@ -502,10 +511,11 @@ def test_planted_plugins_load_nowhere(batch, case):
 
 
 @pytest.mark.core
-@pytest.mark.parametrize("case", [f"forged-records-on-fds-3-to-10-{fmt}" for fmt in ("pytest", "asserts")])
+@pytest.mark.parametrize("case", ["forged-records-on-fds-3-to-10-pytest-in-process",
+                                  "forged-records-on-fds-3-to-10-asserts"])
 def test_forged_records_mark_the_run_as_tampered(batch, case):
     grade = batch[case]
-    if case.endswith("-pytest"):
+    if case.endswith("-in-process"):
         assert grade.message == "tampering detected: forged results or edited tests", show(grade)
         assert "forged on fds [" in grade.tests[0].message
     assert [t.outcome for t in grade.tests] == [Outcome.FAILED] * 3, show(grade)
@@ -531,7 +541,15 @@ def test_expected_values_are_nowhere_the_completion_can_read(batch, case):
     assert "expected values found in []" in messages(grade), show(grade)
 
 
-# -- in-process limits of pytest labels beyond the `add` module --------------------------------
+@pytest.mark.core
+@pytest.mark.parametrize("case", [f"{hack}-pytest-in-process" for hack in FORMER_PYTEST_WINS])
+def test_in_process_pytest_labels_stay_hackable(batch, case):
+    # What `in_process: true` gives up (README): the completion shares the tests' process again,
+    # and each of these hacks wins there.
+    assert batch[case].reward == 1.0, show(batch[case])
+
+
+# -- former in-process limits of pytest labels beyond the `add` module --------------------------------
 
 ABS_TESTS = "from solution import add\n\ndef test_close():\n    assert abs(add(0.1, 0.2) - 0.3) < 1e-9\n"
 ABS_HACK = "import builtins\n\nbuiltins.abs = lambda x: 0\n\ndef add(a, b):\n    return 0.0\n"
@@ -539,12 +557,7 @@ ATTACKS["builtins-used-by-the-tests-pytest"] = Attack(ABS_HACK, {"pytest": ABS_T
 ATTACKS["builtins-used-by-the-tests-asserts"] = Attack(ABS_HACK, {"tests": ["assert abs(add(0.1, 0.2) - 0.3) < 1e-9"]})
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param("builtins-used-by-the-tests-pytest", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason=IN_PROCESS.format("override a builtin (abs) that the dataset's test itself calls"))),
-    "builtins-used-by-the-tests-asserts",
-])
+@pytest.mark.parametrize("case", ["builtins-used-by-the-tests-pytest", "builtins-used-by-the-tests-asserts"])
 def test_overriding_a_builtin_the_tests_use(batch, case):
     grade = batch[case]
     assert grade.verdict is Verdict.FAILED and grade.reward == 0.0, show(grade)
