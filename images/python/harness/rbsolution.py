@@ -24,6 +24,8 @@ import builtins
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import linecache
+import os
 import signal
 import sys
 import weakref
@@ -90,6 +92,7 @@ class SolutionProcess:
         __tracebackhide__ = True
         if self.failure is not None:
             raise _again(self.failure)
+        hide_test_sources()
         try:
             self.worker = rbcheck.Worker()
             reply = self.request({"op": "names"})
@@ -238,6 +241,33 @@ def _sync_into(old, new, depth):
     elif isinstance(old, set) and type(new) is set:
         set.clear(old)
         set.update(old, new)
+
+
+def hide_test_sources():
+    """Empties the test modules pytest has imported, before the completion
+    starts: their source (the expected values) is then only in this process's
+    memory, which the completion (same uid) cannot read, not in a file it can
+    open. Their lines stay in linecache for pytest's failure messages (an
+    entry without mtime is never checked against the file). The supervisor
+    takes an emptied test file for the one it wrote (supervisor.digest_files)."""
+    wanted = set(sys.argv[5:])
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path not in wanted:
+            continue
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            lines = data.decode("utf-8", "surrogateescape").splitlines(keepends=True)
+            linecache.cache[path] = (len(data), None, lines, path)
+            directory = os.path.dirname(path)
+            os.chmod(directory, 0o755)
+            os.chmod(path, 0o644)
+            os.truncate(path, 0)
+            os.chmod(path, 0o444)
+            os.chmod(directory, 0o555)
+        except OSError:
+            continue  # the grade does not depend on it: what the file held is the tests' own
 
 
 def _import_failure(failure):

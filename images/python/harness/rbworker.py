@@ -96,7 +96,12 @@ def main():
             return
         if isinstance(request, dict) and "op" in request:
             handles = handles or Handles(module)
-            rbwire.write_frame(replies, handles.serve(request))
+            reply = handles.serve(request)
+            try:
+                rbwire.write_frame(replies, reply)
+            except (rbwire.WireError, ValueError, RecursionError, MemoryError) as exc:  # over the frame limit
+                del reply
+                rbwire.write_frame(replies, {"unsendable": describe(exc)})
             continue
         # Three outcomes the tests tell apart: no such function (a failed test), the
         # function raised (its exception, re-raised there), a value that cannot cross.

@@ -56,6 +56,7 @@ SHORT_MESSAGE_CHARS = 200
 # messages; one still over it is a failure of ours (harness_error), never a verdict.
 MAX_REPORT_BYTES = 8 << 20
 CHILD_EXIT_GRACE_S = 0.5
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()
 KILL_WAIT_S = 2.0
 SYSCALLS = {"x86_64": {"ioprio_get": 252, "sched_getattr": 315},
             "aarch64": {"ioprio_get": 31, "sched_getattr": 275}}
@@ -567,7 +568,10 @@ def run_tests(request, report, zygote=None):
             sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
             request["output_limit_bytes"], zygote,
             "in-process" if request.get("solution_in_process") is True else "worker"))
-        report["tests_modified"] = digest_files(TESTS_DIR, test_digests) != test_digests
+        after = digest_files(TESTS_DIR, test_digests)
+        # A test module emptied is the stand-in's doing (rbsolution.hide_test_sources), after
+        # pytest read it: it changes no test. Any other change is tampering.
+        report["tests_modified"] = any(after[n] not in (d, EMPTY_DIGEST) for n, d in test_digests.items())
 
 
 if __name__ == "__main__":
