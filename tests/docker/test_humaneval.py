@@ -7,7 +7,12 @@ helper). Wrong solutions (the last `return` broken; returning None) on every
 eighth problem fail each split test exactly where the whole check, run
 statement by statement on this host, fails that statement; solutions that
 redefine the prompt's helper (HumanEval/32, 38, 50) fail. One batch, scored in
-parallel."""
+parallel.
+
+The same problems as a dataset's pytest modules (`pytest_module`: one test
+function per test of the split check), run with the completion in its own
+process behind the stand-in `solution`: every canonical solution passes, and
+every wrong one passes exactly the tests it passes as a check label."""
 
 import ast
 import copy
@@ -68,6 +73,24 @@ def returns_none(problem: dict) -> str:
     return "    return None\n"
 
 
+def pytest_module(problem: dict) -> str:
+    """The problem's check as a dataset's pytest module: the solution's names
+    imported from `solution`, the label's setup (the test, the prompt's
+    helpers), then one test function per test of the split check, its
+    statements the same (parse_label's plan)."""
+    plan = parse_label(label(problem))._plan
+    modules = set(plan.modules)
+    solution_names = sorted({name for alias, name in plan.proxies.items() if alias not in modules})
+    lines = [f"from solution import {', '.join(solution_names)}"]
+    lines += [f"try:\n    import {m}\nexcept ImportError:\n    pass" for m in sorted(modules)]
+    lines += [plan.setup, ""]
+    lines += [f"{alias} = {name}" for alias, name in plan.proxies.items() if alias not in modules and alias != name]
+    for i, source in enumerate(plan.cases):
+        body = "".join("    " + line + "\n" for line in source.splitlines()) or "    pass\n"
+        lines += ["", f"def test_check_{i}():", body]
+    return "\n".join(lines)
+
+
 BROKEN_IDS = list(PROBLEMS)[::BROKEN_EVERY]
 CHAT_IDS = list(dict.fromkeys(BROKEN_IDS + NEEDS_PROMPT))
 WRONG = {"broken": broken, "none": returns_none}
@@ -90,6 +113,14 @@ def graded(code_reward) -> dict[tuple[str, str], RewardOutput]:
         for name, wrong in WRONG.items():
             samples[(name, task)] = Sample(id=task, completion=wrong(p), label=label(p))
             samples[(name + "-whole", task)] = Sample(id=task, completion=wrong(p), label=whole_label(p))
+    for task, p in PROBLEMS.items():
+        samples[("pytest", task)] = Sample(id=task, completion=p["prompt"] + p["canonical_solution"],
+                                           label={"pytest": pytest_module(p)})
+    for task in BROKEN_IDS:
+        p = PROBLEMS[task]
+        for name, wrong in WRONG.items():
+            samples[("pytest-" + name, task)] = Sample(id=task, completion=p["prompt"] + wrong(p),
+                                                       label={"pytest": pytest_module(p)})
     for task, hack in HELPER_HACKS.items():
         p = PROBLEMS[task]
         samples[("hack", task)] = Sample(id=task, completion=hack, label=label(p))
@@ -205,3 +236,21 @@ def test_redefining_the_prompts_helper_does_not_pass(graded, task, form):
 
     assert out.metadata["verdict"] == "failed", show(out)
     assert out.reward == 0.0
+
+
+@pytest.mark.parametrize("task", list(PROBLEMS))
+def test_canonical_solution_passes_as_a_pytest_module(graded, task):
+    out, check = graded[("pytest", task)], graded[("canonical", task)]
+
+    assert out.metadata["verdict"] == "passed" and out.reward == 1.0, show(out)
+    assert out.metadata["total"] == check.metadata["total"]
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+@pytest.mark.parametrize("task", BROKEN_IDS)
+def test_a_wrong_solution_passes_the_same_tests_as_a_pytest_module(graded, task, wrong):
+    out, check = graded[("pytest-" + wrong, task)], graded[(wrong, task)]
+
+    assert out.metadata["verdict"] == check.metadata["verdict"], (show(out), show(check))
+    assert (out.metadata["passed"], out.metadata["total"]) == (check.metadata["passed"], check.metadata["total"])
+    assert outcomes(out) == outcomes(check), (show(out), show(check))
