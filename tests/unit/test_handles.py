@@ -32,10 +32,20 @@ def wire(tree):
 # -- rbhandle: values both ways -------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", [None, True, 3, -2**5000, 1.5, float("inf"), "x\ud800", b"\x00", 1j, [1, [2]],
-                                   (1, "a"), {1: [2]}, {3}, frozenset({4}), {(1, 2): {"k": None}}])
+                                   (1, "a"), {1: [2]}, {3}, frozenset({4}), {(1, 2): {"k": None}}, range(1, 10, 3),
+                                   int, ValueError, [list, range(0)]])
 def test_plain_values_round_trip_exactly(value):
     back = rbhandle.decode(wire(rbhandle.encode(value)))
     assert back == value and type(back) is type(value)
+
+
+def test_a_class_by_name_is_only_ever_the_builtin_one():
+    class int:  # noqa: A001 - a solution's class named like a builtin
+        pass
+
+    assert rbhandle.encode(int, lambda o: "handle") == "handle"
+    with pytest.raises(rbwire.WireError):
+        rbhandle.decode({"$": "type", "v": "eval"})  # a builtin function is no class
 
 
 def test_subclasses_cross_as_their_base_value_without_their_code():

@@ -32,7 +32,9 @@ printed during the op, relayed into the test's sys.stdout/sys.stderr) and,
 after a call, "sync": [[ARG_INDEX | KWARG_NAME, V]...] (arguments the call
 changed in place: `nums.sort()` inside the solution shows in the test's list).
 
-Values (V) are rbwire's plain data plus three tags:
+Values (V) are rbwire's plain data, a range ({"$": "range", "v": [START,
+STOP, STEP]}), a builtin class by name ({"$": "type", "v": "int"}: each side
+takes its own), plus three tags:
     {"$": "handle", "v": [ID, KIND, TYPE_NAME]}   an object held by the worker
     {"$": "method", "v": [ID, NAME]}              a bound method of handle ID
     {"$": "ref",    "v": [ID, NAME...]}           tests -> worker only: the
@@ -46,6 +48,8 @@ equal str or int) arrives as its base value, read through the base type's
 methods, as in the generated formats. Every bound is here: the depth of a
 value, the frame size (rbwire), the number of handles, the output relayed.
 """
+
+import builtins
 
 import rbwire
 
@@ -95,6 +99,10 @@ def encode(value, on_object=None, depth=0):
                                    for k, v in dict.items(value)]}
     if issubclass(kind, (int, float, str, bytes, complex)):
         return rbwire.encode(value)
+    if kind is range:  # range cannot be subclassed: its three numbers are all of it
+        return {"$": "range", "v": [rbwire.encode(value.start), rbwire.encode(value.stop), rbwire.encode(value.step)]}
+    if issubclass(kind, type) and _builtin_type(getattr(value, "__name__", None)) is value:
+        return {"$": "type", "v": value.__name__}  # int, str, ValueError: the other side's own
     if on_object is None:
         return rbwire.encode(value)  # rbwire's TypeError, with its message
     return on_object(value)
@@ -126,7 +134,25 @@ def decode(tree, on_tag=None, depth=0):
         if type(body) is not list or any(type(p) is not list or len(p) != 2 for p in body):
             raise rbwire.WireError("bad dict")
         return {decode(k, on_tag, depth + 1): decode(v, on_tag, depth + 1) for k, v in body}
+    if tag == "range":
+        if type(body) is not list or len(body) != 3:
+            raise rbwire.WireError("bad range")
+        start, stop, step = (rbwire.decode(v) for v in body)
+        if not all(type(n) is int for n in (start, stop, step)) or step == 0:
+            raise rbwire.WireError("bad range")
+        return range(start, stop, step)
+    if tag == "type":
+        cls = _builtin_type(body)
+        if cls is None:
+            raise rbwire.WireError(f"no builtin type {str(body)[:80]!r}")
+        return cls
     return rbwire.decode(tree)  # int, bytes, complex: checked there
+
+
+def _builtin_type(name):
+    """The builtin class of that name on this side (int, list, ValueError), or None."""
+    cls = getattr(builtins, name, None) if type(name) is str else None
+    return cls if isinstance(cls, type) else None
 
 
 def handle_kind(value):
