@@ -79,13 +79,17 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
         verdict = Verdict.IMPORT_ERROR if first.get("exc_type") in _IMPORT_ERRORS else Verdict.COLLECTION_ERROR
         return result(verdict, first.get("message") or "")
     collected = [r for r in records if r.get("event") == "collected"]
+    returncode = report.get("returncode")
+    if not collected and isinstance(returncode, int) and returncode < 0:
+        # Killed by a signal while collecting: the solution's process (same uid) can send one.
+        return result(Verdict.KILLED, f"the test process was killed by signal {-returncode} before it collected "
+                                      "the tests")
     if not collected or not collected[0].get("nodeids"):
         last_line = (report.get("stdout") or "").strip().rsplit("\n", 1)[-1]
         return result(Verdict.COLLECTION_ERROR,
                       f"pytest collected no tests (exit status {report.get('returncode')}): {last_line}"[:2000])
     # Crashes before tampering: editing the tests must not turn an exit's penalty into a plain failure.
     tampered = bool(report.get("rejected_records") or report.get("tests_modified"))
-    returncode = report.get("returncode")
     if isinstance(returncode, int) and returncode < 0:
         return result(Verdict.KILLED, f"the test process was killed by signal {-returncode}", tampered=tampered)
     ended = next((t for t in tests if t.exc_type in _PROCESS_ENDED), None)

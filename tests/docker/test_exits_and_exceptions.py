@@ -222,26 +222,43 @@ def test_no_exit_of_a_program_scores_above_an_honest_wrong_answer(graded, name):
 
 
 PYTEST_EXITS = {
-    # test_small passes, then the process ends before test_zero reports.
+    # test_small passes, then the solution's process ends in test_zero.
     "os-exit-in-the-second-test": "import os\n\n\ndef add(a, b):\n    if a == 0:\n        os._exit(0)\n"
                                   "    return a + b\n",
-    # Every test would loop until the run's deadline (-0.5); a thread ends the process first.
+    # Every test would loop until the run's deadline (-0.5); a thread ends the solution's process first.
     "watchdog-thread": "import os\nimport threading\nimport time\n\n"
                        "threading.Thread(target=lambda: (time.sleep(1.5), os._exit(0)), daemon=True).start()\n"
                        "\n\ndef add(a, b):\n    while True:\n        pass\n",
-    "pytest-exit": "import pytest\n\n\ndef add(a, b):\n    if a == 0:\n        pytest.exit('done', returncode=0)\n"
-                   "    return a + b\n",
 }
 for _name, _solution in PYTEST_EXITS.items():
     run(f"pytest-{_name}", _solution, {"pytest": ADD_TESTS}, DEADLINE_RUNS)
+    run(f"pytest-{_name}-in-process", _solution, {"pytest": ADD_TESTS, "in_process": True}, DEADLINE_RUNS)
+# pytest.exit raised in the solution's own process is an exception like another there: that test fails.
+run("pytest-pytest-exit", "import pytest\n\n\ndef add(a, b):\n    if a == 0:\n        pytest.exit('done', "
+                          "returncode=0)\n    return a + b\n", {"pytest": ADD_TESTS}, DEADLINE_RUNS)
+
+
+@pytest.mark.parametrize("name", list(PYTEST_EXITS))
+def test_an_exit_of_the_solutions_process_is_a_crash(graded, name):
+    out = graded[f"pytest-{name}"]
+
+    assert (out.metadata["verdict"], out.reward) == ("killed", CRASH), show(out)
+    assert "the solution's process ended" in out.metadata["message"], show(out)
 
 
 @pytest.mark.parametrize("name", list(PYTEST_EXITS))
 def test_an_exit_before_every_pytest_test_reported_is_a_crash(graded, name):
-    out = graded[f"pytest-{name}"]
+    out = graded[f"pytest-{name}-in-process"]  # the completion in the tests' process: it ends them
 
     assert (out.metadata["verdict"], out.reward) == ("killed", CRASH), show(out)
     assert "never reported" in out.metadata["message"], show(out)
+
+
+def test_pytest_exit_in_the_solution_fails_that_test(graded):
+    out = graded["pytest-pytest-exit"]
+
+    assert (out.metadata["verdict"], out.metadata["passed"]) == ("failed", 2), show(out)
+    assert [t["outcome"] for t in out.metadata["tests"]] == ["passed", "failed", "passed"], show(out)
 
 
 # -- a run deadline counts the cases that passed -------------------------------------------------

@@ -29,9 +29,10 @@ MISBEHAVING = {
     "flood": ("def add(a, b):\n    while True:\n        print('x' * 4096)\n", ADD_LABEL, "output_limit"),
     "kills-itself": ("import os, signal\n\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
                      ADD_LABEL, "killed"),
+    # The thread is the worker's: it holds neither the tests' process nor the run (the worker is ended).
     "threads-left": ("import threading, time\n\ndef add(a, b):\n"
                      "    threading.Thread(target=time.sleep, args=(60,)).start()\n    return a + b\n",
-                     ADD_LABEL, "timeout"),
+                     ADD_LABEL, "passed"),
 }
 
 SAMPLES = [Sample(id=f"{fmt}-{which}", completion=completion, label=label, prompt=prompt)

@@ -210,6 +210,7 @@ def main():
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
 
+    plugins = [plugin]
     if data_fd < 0 and sys.argv[4] == "in-process":
         # The label asked for the old way: the completion is imported here as `solution`.
         # After pytest and the stdlib, so files in the work dir shadow neither.
@@ -219,11 +220,11 @@ def main():
         # modules the completion plants there cannot reach this process.
         import rbsolution
 
-        rbsolution.install()
+        plugins.append(rbsolution.install())
 
     test_files = sys.argv[5:]
     sys.exit(pytest.main(pytest_args(test_files, tb=traceback_style(test_files, generated=data_fd >= 0)),
-                         plugins=[plugin]))
+                         plugins=plugins))
 
 
 def traceback_style(test_files, generated):

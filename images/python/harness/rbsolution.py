@@ -28,7 +28,10 @@ import linecache
 import os
 import signal
 import sys
+import threading
 import weakref
+
+import pytest
 
 import rbcheck
 import rbhandle
@@ -48,12 +51,32 @@ _SYNC_DEPTH = 50
 def install():
     """Before collection: `solution` resolves to the stand-in (and only here:
     the work dir is not on sys.path, so nothing the completion writes there is
-    imported into this process)."""
+    imported into this process). Returns the pytest plugin that keeps a test
+    from passing over the worker's end."""
     rbcheck._oom_kills_at_start = oom_kills()
     # The worker runs as our uid: a SIGINT from it ends this process (graded
     # killed) rather than raising a KeyboardInterrupt that a test's bare `except:` takes.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    sys.meta_path.insert(0, _Finder(SolutionProcess()))
+    process = SolutionProcess()
+    sys.meta_path.insert(0, _Finder(process))
+    return FailurePlugin(process)
+
+
+class FailurePlugin:
+    """A test during which the worker ended fails with that failure, even if
+    its own code swallowed it (a bare `except:`, `pytest.raises(BaseException)`),
+    as rbcheck.check does for generated tests: the host grades the run killed."""
+
+    def __init__(self, process):
+        self.process = process
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        before = self.process.failure
+        result = yield
+        if self.process.worker is not None and self.process.failure is not None and before is None:
+            raise self.process.failure.with_traceback(None)
+        return result
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -83,6 +106,7 @@ class SolutionProcess:
         self.proxies = weakref.WeakValueDictionary()  # handle id -> Handle: `is` holds for one object
         self.released = []
         self.exceptions = {}  # name -> stand-in class of an exception the solution defines
+        self.lock = threading.Lock()  # a test's threads share one pipe: one request at a time
 
     # -- the module ---------------------------------------------------------
 
@@ -130,7 +154,8 @@ class SolutionProcess:
             message["release"], self.released = self.released, []
         try:
             rbcheck._raise_if_out_of_memory()
-            reply = self.worker.exchange(message)
+            with self.lock:
+                reply = self.worker.exchange(message)
         except rbcheck.RunFailure as failure:
             self.worker.close()
             if not isinstance(failure, rbcheck.OutOfMemory) and rbcheck._out_of_memory():

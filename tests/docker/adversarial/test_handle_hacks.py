@@ -290,6 +290,28 @@ def count_up(n):
     return ["found " + repr(found)]
 ''',
 }
+# A test that swallows any exception around a call: the worker's end still fails it.
+BROAD_TESTS = '''\
+import pytest
+
+from solution import check
+
+
+def test_rejects_a_negative():
+    with pytest.raises(BaseException):
+        check(-1)
+
+
+def test_accepts_zero():
+    assert check(0) is True
+
+
+def test_accepts_one():
+    assert check(1) is True
+'''
+BROAD_RIGHT = "def check(x):\n    if x < 0:\n        raise ValueError(x)\n    return True\n"
+BROAD_EXIT = "import os\n\ndef check(x):\n    if x < 0:\n        os._exit(0)\n    return False\n"
+
 SLOW = {"generator-that-never-ends", "method-returning-a-handle-to-itself-forever"}
 # The honest wrong answer fails all three tests (reward 0); each hack must not do better.
 EXPECTED = {
@@ -312,6 +334,20 @@ def test_handle_hack_scores_no_more_than_an_honest_wrong_answer(batch, case):
     grade = batch[case]
     assert grade.reward <= wrong.reward and grade.passed == 0 and grade.total == 3, show(grade)
     assert grade.verdict in EXPECTED.get(case, {Verdict.FAILED}), show(grade)
+
+
+ATTACKS["broad-raises-honest"] = Attack(BROAD_RIGHT, {"pytest": BROAD_TESTS})
+ATTACKS["broad-raises-exit"] = Attack(BROAD_EXIT, {"pytest": BROAD_TESTS})
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("case,honest", [("broad-raises-exit", "broad-raises-honest")])
+def test_the_workers_end_fails_a_test_that_swallows_it(batch, case, honest):
+    # pytest.raises(BaseException) takes the WorkerError; the test still fails with it, and the run is killed.
+    assert batch[honest].reward == 1.0, show(batch[honest])
+    grade = batch[case]
+    assert grade.verdict is Verdict.KILLED and grade.reward == -1.0, show(grade)
+    assert grade.tests[0].exc_type == "rbcheck.WorkerError", show(grade)
 
 
 @pytest.mark.core
