@@ -16,7 +16,7 @@ stays true.
 
 import pytest
 
-from adversarial.attacks import FORMATS, MAIN, Attack, baselines, messages, show
+from adversarial.attacks import FORMATS, GVISOR, MAIN, Attack, baselines, messages, show
 from sandbox import Outcome, Verdict
 
 NODEIDS = [f".tests/test_solution.py::{name}" for name in ("test_small", "test_zero", "test_negative")]
@@ -418,6 +418,10 @@ EXPECTED = {
                               "check": Verdict.IMPORT_ERROR, "call": Verdict.IMPORT_ERROR},
 }
 
+# Under gVisor the harness's pipes are open to the same user through /proc/<pid>/fd (README,
+# threat model): a hack that reads every fd it finds may swallow a record, and the run, missing
+# a test, is killed (-1) instead of failed.
+GVISOR_MAY_KILL = {"reading-expected-values-from-the-grader"}
 # The hacks that won against a dataset's pytest module while it imported the completion into
 # the tests' own process (the known limit before the stand-in): each now a plain test of every
 # format, in the core (run again under gVisor and in the cold mode).
@@ -455,7 +459,10 @@ def test_hack_scores_no_more_than_an_honest_wrong_answer(batch, case):
     assert (honest_right.reward, honest_wrong.reward) == (1.0, 0.0), (show(honest_right), show(honest_wrong))
 
     assert grade.reward <= honest_wrong.reward, show(grade)
-    assert grade.verdict is EXPECTED.get(hack, {}).get(fmt, Verdict.FAILED), show(grade)
+    expected = EXPECTED.get(hack, {}).get(fmt, Verdict.FAILED)
+    if GVISOR and hack in GVISOR_MAY_KILL and grade.verdict is Verdict.KILLED:
+        expected = Verdict.KILLED
+    assert grade.verdict is expected, show(grade)
     assert grade.passed == 0 and grade.total == 3, show(grade)
 
 
