@@ -145,7 +145,7 @@ def test_builtin_subclass_instance():
     s = Stack()
     s.push(1)
     s.push(2)
-    assert s == [1, 2] and len(s) == 2 and s[-1] == 2 and 2 in s
+    assert s == [1, 2] and len(s) == 2 and s[-1] == 2 and 2 in s and s[0:1] == [1]
 
 
 @pytest.mark.parametrize("nums,want", [([2, 0, 1], [0, 1, 2]), ([1], [1])])

@@ -33,7 +33,7 @@ def wire(tree):
 
 @pytest.mark.parametrize("value", [None, True, 3, -2**5000, 1.5, float("inf"), "x\ud800", b"\x00", 1j, [1, [2]],
                                    (1, "a"), {1: [2]}, {3}, frozenset({4}), {(1, 2): {"k": None}}, range(1, 10, 3),
-                                   int, ValueError, [list, range(0)]])
+                                   int, ValueError, [list, range(0)], slice(1, None, -1)])
 def test_plain_values_round_trip_exactly(value):
     back = rbhandle.decode(wire(rbhandle.encode(value)))
     assert back == value and type(back) is type(value)

@@ -32,8 +32,8 @@ printed during the op, relayed into the test's sys.stdout/sys.stderr) and,
 after a call, "sync": [[ARG_INDEX | KWARG_NAME, V]...] (arguments the call
 changed in place: `nums.sort()` inside the solution shows in the test's list).
 
-Values (V) are rbwire's plain data, a range ({"$": "range", "v": [START,
-STOP, STEP]}), a builtin class by name ({"$": "type", "v": "int"}: each side
+Values (V) are rbwire's plain data, a range or a slice ({"$": "range" |
+"slice", "v": [START, STOP, STEP]}), a builtin class by name ({"$": "type", "v": "int"}: each side
 takes its own), plus three tags:
     {"$": "handle", "v": [ID, KIND, TYPE_NAME]}   an object held by the worker
     {"$": "method", "v": [ID, NAME]}              a bound method of handle ID
@@ -101,6 +101,8 @@ def encode(value, on_object=None, depth=0):
         return rbwire.encode(value)
     if kind is range:  # range cannot be subclassed: its three numbers are all of it
         return {"$": "range", "v": [rbwire.encode(value.start), rbwire.encode(value.stop), rbwire.encode(value.step)]}
+    if kind is slice:  # h[1:3] on a handle: slice cannot be subclassed either
+        return {"$": "slice", "v": [encode(part, on_object, depth + 1) for part in (value.start, value.stop, value.step)]}
     if issubclass(kind, type) and _builtin_type(getattr(value, "__name__", None)) is value:
         return {"$": "type", "v": value.__name__}  # int, str, ValueError: the other side's own
     if on_object is None:
@@ -141,6 +143,10 @@ def decode(tree, on_tag=None, depth=0):
         if not all(type(n) is int for n in (start, stop, step)) or step == 0:
             raise rbwire.WireError("bad range")
         return range(start, stop, step)
+    if tag == "slice":
+        if type(body) is not list or len(body) != 3:
+            raise rbwire.WireError("bad slice")
+        return slice(*(decode(v, on_tag, depth + 1) for v in body))
     if tag == "type":
         cls = _builtin_type(body)
         if cls is None:
