@@ -57,8 +57,10 @@ def expected_tests(source: str) -> ExpectedTests:
     ... def test_b(x): pass
     ... class TestC:
     ...     def test_d(self): pass
+    ... class TwoFerTest(unittest.TestCase):
+    ...     def test_e(self): pass
     ... ''').total
-    5
+    6
     """
     try:
         tree = parse(source)
@@ -68,7 +70,8 @@ def expected_tests(source: str) -> ExpectedTests:
     for node in tree.body:
         if _is_test_function(node):
             counts[(None, node.name)] = _instances(node.decorator_list)
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not _has_init(node):
+        elif isinstance(node, ast.ClassDef) and (_is_test_case(node) or (
+                node.name.startswith("Test") and not _has_init(node))):
             class_factor = _instances(node.decorator_list)
             for item in node.body:
                 if _is_test_function(item):
@@ -79,6 +82,12 @@ def expected_tests(source: str) -> ExpectedTests:
 
 def _is_test_function(node: ast.stmt) -> bool:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+
+
+def _is_test_case(node: ast.ClassDef) -> bool:
+    """A `unittest.TestCase` subclass, which pytest collects whatever its name
+    (Exercism's `TwoFerTest`)."""
+    return any(_name(base).rsplit(".", 1)[-1].endswith("TestCase") for base in node.bases)
 
 
 def _has_init(node: ast.ClassDef) -> bool:

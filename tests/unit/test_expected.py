@@ -119,6 +119,17 @@ def results(*specs) -> tuple[TestResult, ...]:
         class TestA:
             def test_b(self, x): pass
         """, {("TestA", "test_b"): None}, id="non-literal-class-parametrize"),
+    pytest.param("""
+        import unittest
+        from unittest import TestCase
+        class TwoFerTest(unittest.TestCase):
+            def test_a(self): pass
+            def helper(self): pass
+        class LeapTest(TestCase):
+            def test_b(self): pass
+        class Helper:
+            def test_c(self): pass
+        """, {("TwoFerTest", "test_a"): 1, ("LeapTest", "test_b"): 1}, id="unittest-test-cases-whatever-their-name"),
 ])
 def test_counts(source, expected):
     assert counts(source) == expected

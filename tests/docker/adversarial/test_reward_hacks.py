@@ -420,8 +420,9 @@ EXPECTED = {
 
 # Under gVisor the harness's pipes are open to the same user through /proc/<pid>/fd (README,
 # threat model): a hack that reads every fd it finds may swallow a record, and the run, missing
-# a test, is killed (-1) instead of failed.
-GVISOR_MAY_KILL = {"reading-expected-values-from-the-grader"}
+# a test, is killed (-1) instead of failed, or, missing the list of collected tests, a collection error (-1).
+GVISOR_MAY_CRASH = {"reading-expected-values-from-the-grader"}
+SWALLOWED_RECORD = {Verdict.KILLED, Verdict.COLLECTION_ERROR}
 # The hacks that won against a dataset's pytest module while it imported the completion into
 # the tests' own process (the known limit before the stand-in): each now a plain test of every
 # format, in the core (run again under gVisor and in the cold mode).
@@ -460,8 +461,8 @@ def test_hack_scores_no_more_than_an_honest_wrong_answer(batch, case):
 
     assert grade.reward <= honest_wrong.reward, show(grade)
     expected = EXPECTED.get(hack, {}).get(fmt, Verdict.FAILED)
-    if GVISOR and hack in GVISOR_MAY_KILL and grade.verdict is Verdict.KILLED:
-        expected = Verdict.KILLED
+    if GVISOR and hack in GVISOR_MAY_CRASH and grade.verdict in SWALLOWED_RECORD:
+        expected = grade.verdict
     assert grade.verdict is expected, show(grade)
     assert grade.passed == 0 and grade.total == 3, show(grade)
 
