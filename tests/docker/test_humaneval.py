@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from rewards import RewardOutput, Sample, parse_label
+from tests.humaneval_variants import broken_program
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "HumanEval.jsonl.gz"
 with gzip.open(DATA, "rt", encoding="utf-8") as _f:
@@ -55,18 +56,8 @@ HELPER_HACKS = {
 
 
 def broken(problem: dict) -> str:
-    """The canonical body with the entry point's last `return` (by line) made
-    `return None`: still valid code, no longer right."""
-    program = problem["prompt"] + problem["canonical_solution"]
-    function = next(n for n in ast.parse(program).body
-                    if isinstance(n, ast.FunctionDef) and n.name == problem["entry_point"])
-    last = max((n for n in ast.walk(function) if isinstance(n, ast.Return)), key=lambda n: n.lineno)
-    lines = program.splitlines(keepends=True)
-    first = lines[last.lineno - 1]
-    lines[last.lineno - 1:last.end_lineno] = [first[:len(first) - len(first.lstrip())] + "return None\n"]
-    changed = "".join(lines)
-    assert changed.startswith(problem["prompt"]) and changed != program
-    return changed[len(problem["prompt"]):]
+    """The body of `broken_program`, for a completion that continues the prompt."""
+    return broken_program(problem)[len(problem["prompt"]):]
 
 
 def returns_none(problem: dict) -> str:

@@ -318,3 +318,12 @@ class SwitchSandbox:
 
     def stop(self) -> None:
         pass
+
+
+def jsonable(value) -> bool:
+    """Whether `value` can be written as JSON (a label a JSON request or line can carry)."""
+    try:
+        json.dumps(value)
+        return True
+    except (ValueError, TypeError, RecursionError):
+        return False

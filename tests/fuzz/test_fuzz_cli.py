@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from rewards import cli
 from rewards.base import Reward, RewardOutput, Sample
 from rewards.registry import configured_registry
-from tests.fuzz.strategies import FuzzSandbox, answers, completions, examples, json_values, labels, prompts
+from tests.fuzz.strategies import FuzzSandbox, answers, completions, examples, json_values, jsonable, labels, prompts
 
 # A valid record, its id the line's number (checked in the output).
 records = st.fixed_dictionaries({"completion": completions | st.lists(st.fixed_dictionaries(
     {"role": st.sampled_from(["assistant", "user"]), "content": completions | json_values}), max_size=3)},
-    optional={"label": labels.filter(lambda x: _jsonable(x)), "prompt": prompts})
+    optional={"label": labels.filter(jsonable), "prompt": prompts})
 odd_lines = st.one_of(
     st.binary(max_size=60),  # invalid UTF-8 and control bytes
     st.sampled_from([b"\xff\xfe", b"\xef\xbb\xbf{}", b"\xed\xa0\x80", b"\xc0\xaf", b"{\"completion\": \"\xff\"}",
@@ -36,14 +36,6 @@ line_kinds = st.lists(st.one_of(records.map(lambda r: ("record", r)), odd_lines.
 # The class `score` makes its sandbox with (it has changed name before).
 _SANDBOX_CLASS = next(name for name in ("StoppableSandbox", "LazySandbox") if hasattr(cli, name))
 _SEPARATORS = ("\r", "\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
-
-
-def _jsonable(value) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except (ValueError, TypeError, RecursionError):
-        return False
 
 
 class StubMath(Reward):

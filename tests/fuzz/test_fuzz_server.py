@@ -22,6 +22,7 @@ from tests.fuzz.strategies import (
     deep_json_text,
     examples,
     json_values,
+    jsonable,
     labels,
     prompts,
 )
@@ -91,15 +92,7 @@ class AsgiClient:
         return Response(start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
 
 
-def _jsonable(value) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except (ValueError, TypeError, RecursionError):
-        return False
-
-
-json_labels = labels.filter(_jsonable)
+json_labels = labels.filter(jsonable)
 odd = json_values | deep_json_text  # a value of the wrong type where a field is expected
 texts = completions | odd
 

@@ -18,6 +18,7 @@ import pytest
 
 from rewards import LabelError, parse_label
 from sandbox import Limits
+from tests.humaneval_variants import broken_program
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
@@ -309,23 +310,11 @@ def test_a_solution_call_hidden_in_a_helper_is_a_test():
 
 # -- all of HumanEval: split and whole agree -----------------------------------------------------
 
-def broken(problem: dict) -> str:
-    """The canonical program with the entry point's last `return` made `return None`."""
-    program = problem["prompt"] + problem["canonical_solution"]
-    function = next(n for n in ast.parse(program).body
-                    if isinstance(n, ast.FunctionDef) and n.name == problem["entry_point"])
-    last = max((n for n in ast.walk(function) if isinstance(n, ast.Return)), key=lambda n: n.lineno)
-    lines = program.splitlines(keepends=True)
-    first = lines[last.lineno - 1]
-    lines[last.lineno - 1:last.end_lineno] = [first[:len(first) - len(first.lstrip())] + "return None\n"]
-    return "".join(lines)
-
-
 def solutions(problem: dict) -> dict[str, dict]:
     canonical = problem["prompt"] + problem["canonical_solution"]
     none = solution_of(canonical)
     none[problem["entry_point"]] = lambda *args, **kwargs: None
-    return {"canonical": solution_of(canonical), "none": none, "broken": solution_of(broken(problem))}
+    return {"canonical": solution_of(canonical), "none": none, "broken": solution_of(broken_program(problem))}
 
 
 def statement_outcomes(problem: dict, solution: dict) -> tuple[bool, list[bool]]:
