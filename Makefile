@@ -3,11 +3,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TRAINERS_VENV := .venv-trainers
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image service-image image-if-missing demo test test-unit test-docker test-ray soak bench clean
+.PHONY: help install engine gvisor sandbox-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -40,6 +41,9 @@ sandbox-image: engine ## build the sandbox image rewardbox/python:<version> (sec
 service-image: install sandbox-image ## build the service image rewardbox/service:<version> (rewardbox serve in a container)
 	@PYTHON=$(BIN)/python bash images/service/build.sh rewardbox/service:$(VERSION)
 
+trainers-env: install ## the trainers tier's virtualenv .venv-trainers: the pinned trainer releases (tests/trainers/environment.py)
+	$(BIN)/python tests/trainers/environment.py $(TRAINERS_VENV)
+
 image-if-missing: engine
 	@docker image inspect $(IMAGE) >/dev/null 2>&1 || bash images/python/build.sh $(IMAGE)
 
@@ -47,9 +51,10 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image gvisor ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
-	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules --ignore=tests/ray sandbox rewards tests
+test: install sandbox-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules --ignore=tests/ray --ignore=tests/trainers sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
+	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
 	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
 	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
 
@@ -62,6 +67,9 @@ test-docker: install sandbox-image ## run the docker tier only
 test-ray: install sandbox-image ## run the Ray tier only: a local cluster of node processes, in a network namespace holding only loopback (root)
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 
+test-trainers: trainers-env sandbox-image ## run the trainers tier only: TRL, OpenRLHF, verl and twinkle releases calling the adapters
+	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
+
 soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full concurrency: leaks, memory; bench/results/soak.json
 	@mkdir -p bench/results
 	$(BIN)/python bench/soak.py --runs 2000 --json bench/results/soak.json
@@ -71,4 +79,4 @@ bench: install sandbox-image ## scoring modes side by side on HumanEval (bench/R
 	$(BIN)/python bench/hostile_text.py --json bench/results/hostile_text.json
 
 clean: ## remove the virtual environment and build leftovers
-	rm -rf $(VENV) build dist *.egg-info examples/results.jsonl
+	rm -rf $(VENV) $(TRAINERS_VENV) build dist *.egg-info examples/results.jsonl

@@ -1,0 +1,112 @@
+"""The trainers tier's environment: every trainer release it drives, pinned here and nowhere else.
+
+`make trainers-env` runs `python tests/trainers/environment.py .venv-trainers`:
+a virtualenv of its own (the trainers' dependencies clash with each other and
+with ours), holding rewardbox (editable), torch pinned as for the main venv,
+the trainers below, and `side/<dist>-<version>/` directories for the other
+releases of a trainer, which a test puts first on the `PYTHONPATH` of the
+process that drives that release. Every transitive version is pinned by
+`tests/trainers/constraints.txt` (regenerate it with `--freeze` after a pin
+changes). The build is skipped when nothing it depends on changed.
+
+Trainers that pull GPU-only packages are installed without their
+dependencies; the modules they import at the call sites we drive are in
+`SUPPORT`, and the GPU-only ones they import without using are stubbed in
+`tests/trainers/stubs/` (each listed in `STUBS`, put on the path only by the
+tests that need them).
+"""
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CONSTRAINTS = HERE / "constraints.txt"
+STUB_DIR = HERE / "stubs"
+
+TORCH = "torch==2.13.0"  # a newer or unpinned torch downloads gigabytes of CUDA wheels
+
+# Installed with their dependencies (resolved under CONSTRAINTS).
+WITH_DEPS: dict[str, str] = {
+    "trl": "1.16.0",
+}
+
+# The newest release of each trainer we drive whose dependencies cannot install
+# here (CUDA builds: vllm, flash-attn, deepspeed...): the package alone.
+NO_DEPS: dict[str, str] = {
+    "openrlhf": "0.11.2",
+    "verl": "0.9.1",
+    "twinkle-kit": "0.5.1",
+}
+
+# Other releases, each into side/<dist>-<version>/ with --no-deps (the oldest we claim, and
+# those whose behaviour differs).
+SIDE: dict[str, tuple[str, ...]] = {
+    "openrlhf": ("0.10.1", "0.9.10", "0.9.0", "0.8.11"),
+}
+
+# What the NO_DEPS trainers import on the paths we drive, installed with their
+# dependencies (resolved under CONSTRAINTS).
+SUPPORT: tuple[str, ...] = ()
+
+# GPU-only modules imported (never called) on those paths: tests/trainers/stubs/<module>, and why.
+STUBS: dict[str, str] = {}
+
+
+def side_dir(venv_dir: Path, dist: str, version: str) -> Path:
+    """Where release `version` of `dist` is installed, for a test's PYTHONPATH."""
+    return venv_dir / "side" / f"{dist}-{version}"
+
+
+def _fingerprint() -> str:
+    parts = [Path(__file__).read_bytes(), CONSTRAINTS.read_bytes() if CONSTRAINTS.exists() else b"",
+             (ROOT / "pyproject.toml").read_bytes()]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
+
+
+def _pip(venv_dir: Path, *args: str) -> None:
+    command = [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    print("+", " ".join(command[3:]), flush=True)
+    subprocess.run(command, check=True)
+
+
+def build(venv_dir: Path, freeze: bool = False) -> None:
+    stamp = venv_dir / ".built"
+    if not freeze and stamp.exists() and stamp.read_text() == _fingerprint():
+        print(f"{venv_dir}: up to date")
+        return
+    if not (venv_dir / "bin" / "python").exists():
+        venv.create(venv_dir, with_pip=True)
+    constraints = [] if freeze or not CONSTRAINTS.exists() else ["-c", str(CONSTRAINTS)]
+    _pip(venv_dir, *constraints, "-e", f"{ROOT}[test]", TORCH,
+         *(f"{dist}=={version}" for dist, version in WITH_DEPS.items()), *SUPPORT)
+    _pip(venv_dir, "--no-deps", *(f"{dist}=={version}" for dist, version in NO_DEPS.items()))
+    for dist, versions in SIDE.items():
+        for version in versions:
+            target = side_dir(venv_dir, dist, version)
+            if not target.exists():
+                _pip(venv_dir, "--no-deps", "--target", str(target), f"{dist}=={version}")
+    if freeze:
+        frozen = subprocess.run([str(venv_dir / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable",
+                                 "--disable-pip-version-check"], check=True, capture_output=True, text=True).stdout
+        header = "# Exact versions of the trainers tier's environment (tests/trainers/environment.py --freeze).\n"
+        CONSTRAINTS.write_text(header + "".join(line + "\n" for line in frozen.splitlines()
+                                                if line.split("==")[0].lower() not in {d.lower() for d in NO_DEPS}))
+        print(f"wrote {CONSTRAINTS}")
+    stamp.write_text(_fingerprint())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("venv", type=Path, help="the virtualenv to build, e.g. .venv-trainers")
+    parser.add_argument("--freeze", action="store_true", help="resolve without constraints, then write constraints.txt")
+    args = parser.parse_args()
+    build(args.venv.resolve(), freeze=args.freeze)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
