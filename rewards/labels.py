@@ -425,20 +425,37 @@ def _read_label(raw: Any) -> Label:
         raw = {"answer": raw}
     if not isinstance(raw, dict):
         raise LabelError(f"label must be a JSON object or an answer, got {type(raw).__name__}")
-    raw = _normalize(raw)
+    raw, nulls = _without_nulls(raw)
+    raw, inner_nulls = _without_nulls(_normalize(raw))  # input_output's object, merged in
+    nulls |= inner_nulls
     kind = raw.get("kind") or _kind_from_keys(raw)
     if not isinstance(kind, str) or kind not in _KINDS:
-        raise LabelError(f"unknown label kind {kind!r} (known: {', '.join(sorted(_KINDS))})"
-                         if kind else f"cannot tell the label's format from its keys {sorted(raw)}")
+        raise LabelError(f"unknown label kind {kind!r} (known: {', '.join(sorted(_KINDS))})" if kind else
+                         f"cannot tell the label's format from its keys {sorted(raw)}{_null_note(nulls)}")
     try:
         label = _KINDS[kind].model_validate({**raw, "kind": kind})
     except ValidationError as exc:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'label'}: {e['msg'].removeprefix('Value error, ')}"
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'label'}: "
+                            + ("null, and required" if e["type"] == "missing" and e["loc"] and e["loc"][0] in nulls
+                               else e["msg"].removeprefix("Value error, "))
                             for e in exc.errors())
         raise LabelError(f"bad {kind} label: {reasons}") from None
     if not isinstance(label, MathLabel) and label.expected.total == 0:
         raise LabelError(f"the {kind} label holds no tests")
     return label  # type: ignore[return-value]
+
+
+def _without_nulls(raw: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The label without its null-valued keys, and those keys: an optional key
+    that is null reads as absent. `datasets` stores a column of dicts as one
+    Arrow struct, whose rows carry every key of every row, null where the row
+    had none (a check label beside asserts ones gets `"tests": null`)."""
+    nulls = {k for k, v in raw.items() if v is None}
+    return ({k: v for k, v in raw.items() if k not in nulls} if nulls else raw), nulls
+
+
+def _null_note(nulls: set[str]) -> str:
+    return f" (null, read as absent: {', '.join(sorted(map(str, nulls)))})" if nulls else ""
 
 
 def _from_text(text: str) -> Any:
@@ -489,7 +506,7 @@ def _from_open_r1(raw: dict[str, Any]) -> dict[str, Any]:
     cases = raw["test_cases"]
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise LabelError("test_cases must be a list of objects")
-    types = {c.get("type", "stdin_stdout") for c in cases}
+    types = {"stdin_stdout" if c.get("type") is None else c["type"] for c in cases}  # None: an Arrow struct's gap
     if types != {"stdin_stdout"}:
         raise LabelError(f"test case types {sorted(map(str, types))} are not supported (only stdin_stdout)")
     options = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare") if k in raw}

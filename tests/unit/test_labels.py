@@ -302,7 +302,6 @@ def test_a_bare_answer_may_be_long_but_not_too_long():
     pytest.param({"inputs": ["1\n"], "outputs": ["1\n"], "float_tolerance": -1}, "bad stdio label: ",
                  id="negative-tolerance"),
     pytest.param({"inputs": ["1\n"], "outputs": ["1\n"], "compare": "loose"}, "bad stdio label: ", id="unknown-compare"),
-    pytest.param({"fn_name": "f", "inputs": [[1]], "outputs": [1], "compare": None}, "bad call label: ", id="null-compare"),
     # APPS input_output
     pytest.param({"input_output": "{not json"}, "input_output is not valid JSON: ", id="input-output-invalid-json"),
     pytest.param({"input_output": ""}, "input_output is not valid JSON: ", id="input-output-empty"),
@@ -324,7 +323,16 @@ def test_a_bare_answer_may_be_long_but_not_too_long():
     # math
     pytest.param({"answer": ""}, "bad math label: ", id="math-empty-answer"),
     pytest.param({"answer": "   "}, "bad math label: ", id="math-blank-answer"),
-    pytest.param({"answer": None}, "bad math label: ", id="math-null-answer"),
+    pytest.param({"answer": None}, "cannot tell the label's format from its keys [] (null, read as absent: answer)",
+                 id="math-null-answer"),
+    # a required key that is null: named in the error (optional ones read as absent, below)
+    pytest.param({"kind": "check", "test": CHECK, "entry_point": None}, "bad check label: entry_point: null, and required",
+                 id="check-null-entry-point"),
+    pytest.param({"test": CHECK, "entry_point": None, "tests": None},
+                 "cannot tell the label's format from its keys ['test'] (null, read as absent: entry_point, tests)",
+                 id="check-null-entry-point-by-keys"),
+    pytest.param({"kind": "stdio", "inputs": ["1\n"], "outputs": None}, "bad stdio label: outputs: null, and required",
+                 id="stdio-null-outputs"),
 ])
 def test_unusable_labels_raise_label_error(raw, message):
     with pytest.raises(LabelError) as caught:
@@ -381,3 +389,43 @@ def test_an_unusable_label_fails_every_time():
     for _ in range(2):
         with pytest.raises(LabelError, match="2 inputs but 1 outputs"):
             parse_label({"inputs": ["1\n", "2\n"], "outputs": ["1\n"]})
+
+
+# -- labels from an Arrow struct column (`datasets`): every row has every key, null where it had none
+
+STRUCT_KEYS = sorted({key for raw, _ in FORMATS.values() for key in raw} | {"kind"})
+
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_a_struct_rows_null_keys_read_as_absent(kind):
+    # `Dataset.from_list` of labels of every format: each row gets every other format's keys as null.
+    raw, cls = FORMATS[kind]
+    row = {key: raw.get(key) for key in STRUCT_KEYS}
+
+    label = parse_label(row)
+
+    assert type(label) is cls and label == parse_label(raw)
+    assert parse_label(json.dumps(row)) == label  # the same row written out as JSON text
+
+
+@pytest.mark.parametrize("raw, same_as", [
+    pytest.param({"tests": ["assert add(1, 2) == 3"], "setup": None}, {"tests": ["assert add(1, 2) == 3"]},
+                 id="asserts-null-setup"),
+    pytest.param({"test_list": ["assert add(1, 2) == 3"], "test_setup_code": None, "test_imports": None},
+                 {"tests": ["assert add(1, 2) == 3"]}, id="mbpp-null-setup"),
+    pytest.param({"test": CHECK, "entry_point": "add", "prompt": None}, {"test": CHECK, "entry_point": "add"},
+                 id="check-null-prompt"),
+    pytest.param({"inputs": ["1 2\n"], "outputs": ["3\n"], "fn_name": None}, {"inputs": ["1 2\n"], "outputs": ["3\n"]},
+                 id="stdio-null-fn-name"),
+    pytest.param({"input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"], "fn_name": None})},
+                 {"inputs": ["1 2\n"], "outputs": ["3\n"]}, id="apps-null-fn-name"),
+    pytest.param({"fn_name": "f", "inputs": [[1]], "outputs": [1], "compare": None, "case_timeout_s": None,
+                  "float_tolerance": None}, {"fn_name": "f", "inputs": [[1]], "outputs": [1]}, id="call-null-options"),
+    pytest.param({"pytest": TESTS, "in_process": None}, {"pytest": TESTS}, id="pytest-null-in-process"),
+    pytest.param({"answer": "7", "precision": None, "match_types": None, "strict": None}, {"answer": "7"},
+                 id="math-null-options"),
+    pytest.param({"language": None, "test_cases": [{"input": "1\n", "output": "1\n", "type": None}]},
+                 {"inputs": ["1\n"], "outputs": ["1\n"]}, id="open-r1-null-language-and-type"),
+])
+def test_null_optional_keys_read_as_absent(raw, same_as):
+    assert parse_label(raw) == parse_label(same_as)
