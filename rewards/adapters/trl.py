@@ -4,13 +4,21 @@ TRL calls each reward function with keywords only,
 `f(prompts=..., completions=..., completion_ids=..., **columns)`, where the
 columns are the dataset's other columns (one value per completion) plus
 `trainer_state`, `log_extra` and `log_metric`; it returns one reward per
-completion, `None` meaning "no reward for this sample". TRL runs a function
-through its async path only when `inspect.iscoroutinefunction(f)` holds (older
-releases: `asyncio.iscoroutinefunction`), which an object with an
-`async __call__` fails; and its async GRPO worker pickles the reward functions
-into a child process, which closures fail. So the sync reward is a picklable
-`TrlReward` with a `__name__` (TRL logs by it) and the async one a
-`functools.partial` of a module-level `async def`, which both checks accept.
+completion, `None` meaning "no reward for this sample".
+
+What the async function has to be, for every TRL since async rewards (0.27.0):
+- awaited: TRL 0.27-0.29 test `asyncio.iscoroutinefunction(f)`, 1.0-1.9
+  `inspect.iscoroutinefunction(f)` (an object with an `async __call__` fails
+  both; Python 3.10 and 3.11 have no `inspect.markcoroutinefunction`), 1.16
+  unwraps partials and looks at `__call__` too;
+- named: TRL up to 1.8 logs `f.__name__`, 1.9 and later `get_callable_name(f)`,
+  which unwraps `functools.partial` (a name set on a partial is lost);
+- picklable: the async GRPO worker pickles it into a spawned child.
+So it is a bound method: its function a copy of `_score_async` renamed to the
+reward's name (a coroutine function under every check), its `self` a
+`_Named` holder that pickles, and that gives the method back by that name
+(a bound method pickles as `getattr(self, name)`). The sync reward is a
+`TrlReward`, named by its `__name__` under both naming rules.
 
 The label comes from `label_column`; when the dataset has no such column, from
 the first column below that it has, as real datasets ship them:
@@ -30,8 +38,8 @@ For the command line: `trl grpo --reward_funcs rewards.adapters.trl.correctness_
 """
 
 import asyncio
-import functools
 import logging
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -133,14 +141,45 @@ def trl_async_reward(reward: Reward | None = None, label_column: str = "label", 
     >>> inspect.iscoroutinefunction(f), f.__name__, pickle.loads(pickle.dumps(f)).__name__
     (True, 'tests_passed', 'tests_passed')
     """
-    scorer = TrlReward(reward, label_column, name=name)
-    function = functools.partial(_score_async, scorer)
-    function.__name__ = scorer.__name__  # type: ignore[attr-defined] - partials keep a __dict__, and pickle it
-    return function
+    return _Named(TrlReward(reward, label_column, name=name))._rewardbox_method()
 
 
-async def _score_async(scorer: TrlReward, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
+class _Named:
+    """The `self` of an async reward function (module docstring): holds the
+    scorer, and answers the attribute named as the reward with the method."""
+
+    __slots__ = ("_rewardbox_scorer",)
+
+    def __init__(self, scorer: TrlReward):
+        if hasattr(type(self), scorer.__name__):
+            raise ValueError(f"{scorer.__name__!r} cannot name an async TRL reward: pick another name")
+        self._rewardbox_scorer = scorer
+
+    def _rewardbox_method(self) -> Callable[..., Any]:
+        name = self._rewardbox_scorer.__name__
+        function = types.FunctionType(_score_async.__code__, _score_async.__globals__, name, _score_async.__defaults__)
+        function.__qualname__ = name
+        return types.MethodType(function, self)
+
+    def __getattr__(self, attr: str) -> Any:
+        # Unpickling a method calls getattr(self, name) on the rebuilt holder.
+        if attr != "_rewardbox_scorer" and attr == self._rewardbox_scorer.__name__:
+            return self._rewardbox_method()
+        raise AttributeError(attr)
+
+    def __getstate__(self) -> TrlReward:
+        return self._rewardbox_scorer
+
+    def __setstate__(self, scorer: TrlReward) -> None:
+        self._rewardbox_scorer = scorer
+
+    def __repr__(self) -> str:
+        return repr(self._rewardbox_scorer)
+
+
+async def _score_async(holder: _Named, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
                        completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
+    scorer = holder._rewardbox_scorer
     samples = scorer.samples(prompts, completions or [], kwargs)
     if not samples:
         return []

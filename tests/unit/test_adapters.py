@@ -4,6 +4,7 @@ samples the trainer's data describe, and return the reward's own numbers in
 the shape the trainer reads."""
 
 import asyncio
+import functools
 import importlib.util
 import inspect
 import json
@@ -182,6 +183,41 @@ def test_trl_reward_functions_survive_pickling_for_the_async_worker():
         assert inspect.iscoroutinefunction(copy) == inspect.iscoroutinefunction(f)
     copy = pickle.loads(pickle.dumps(trl.trl_reward(FakeReward())))
     assert copy(**trl_kwargs()) == rewards_of(trl_expected(trl_kwargs()))
+
+
+def _trl_callable_name(func):
+    """TRL 1.9+'s `trl.trainer.utils.get_callable_name` (1.16.0's text)."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__name__", type(func).__name__)
+
+
+def _trl_is_async_callable(func):
+    """TRL 1.16's `trl.trainer.utils.is_async_callable`."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(func.__call__)
+
+
+@pytest.mark.parametrize("pickled", [False, True], ids=["made", "pickled"])
+def test_trl_names_and_awaits_async_rewards_by_every_releases_rule(pickled):
+    fs = [trl.trl_async_reward(FakeReward(), name="tests_passed"), trl.trl_async_reward(FakeReward(), name="format"),
+          trl.correctness_reward_async]
+    if pickled:  # as the async GRPO worker's child gets them
+        fs = [pickle.loads(pickle.dumps(f)) for f in fs]
+    names = ["tests_passed", "format", "correctness"]
+    assert [f.__name__ for f in fs] == names  # TRL 0.27-1.8
+    assert [_trl_callable_name(f) for f in fs] == names  # TRL 1.9 and later
+    assert all(asyncio.iscoroutinefunction(f) for f in fs)  # TRL 0.27-0.29
+    assert all(inspect.iscoroutinefunction(f) for f in fs)  # TRL 1.0-1.15
+    assert all(_trl_is_async_callable(f) for f in fs)  # TRL 1.16
+    kwargs = trl_kwargs()
+    assert asyncio.run(fs[0](**kwargs)) == rewards_of(trl_expected(kwargs))
+
+
+def test_trl_async_reward_refuses_a_name_its_holder_answers_otherwise():
+    with pytest.raises(ValueError, match="cannot name an async TRL reward"):
+        trl.trl_async_reward(FakeReward(), name="__init__")
 
 
 def test_trl_logs_verdicts_and_rates_when_trl_offers_to():
