@@ -2,13 +2,24 @@
 
 twinkle calls a reward as `reward(trajectories, ground_truths)` and wants one
 float per trajectory. A trajectory is a dict: `messages` (the last assistant
-message is the completion), `user_data` (the row's fields as `(key,
-json.dumps(value))` pairs), optionally `prompt`. Its own rewards read the
-ground truth two ways: the newer ones from `user_data["ground_truth"]` (the
-cookbook passes `ground_truths=[]`), `MathReward` from `ground_truths[i]`, a
-trajectory holding the answer in its `user_data` or else in its last message.
-So the label is `ground_truths[i]` when there is one, else
-`user_data[label_key]`.
+message is the completion; twinkle's sampler appends it), `user_data` (the
+row's fields as `(key, value)` pairs), optionally `prompt`. Its own rewards
+read the ground truth two ways: the newer ones from `user_data["ground_truth"]`
+(the cookbook passes no ground truths), `MathReward` from `ground_truths[i]`, a
+trajectory holding the answer under `user_data["solution"]` or else in its last
+message. So the label is `ground_truths[i]` when there is one, else
+`user_data[label_key]` (by default `ground_truth`, else `solution`: the keys
+twinkle-kit 0.5.1's processors fill).
+
+How twinkle-kit 0.5.1 stores a `user_data` value: its processors store it raw
+(`('solution', '[2, 3]')`, `('ground_truth', '1800')`; `CountdownProcessor` a
+dict entry `{'target': 6, 'nums': [...]}`) and its rewards read it raw, while
+its `pack_value` and the `Trajectory` type's comment JSON-encode it. The two
+spellings differ only for strings, objects and none, so a string is read raw
+unless it is a JSON string literal (`pack_value` of a string), a JSON object
+(a label object, encoded) or `null`; `[2, 3]` and `42` read the same either
+way: as text. A text label is a math answer (`{"answer": text}`), never JSON
+to decode.
 
 twinkle needs a float (it builds a tensor from the list): an unusable label
 gives 0.0 and a logged warning. Under group advantages that is no penalty:
@@ -24,7 +35,7 @@ from typing import Any, Literal
 from rewards.adapters import default_reward, message_text, prompt_text
 from rewards.base import Reward, Sample
 
-__all__ = ["TwinkleReward", "grpo_advantage", "user_data"]
+__all__ = ["TwinkleReward", "as_label", "grpo_advantage", "stored_value", "user_data"]
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +43,10 @@ log = logging.getLogger(__name__)
 class TwinkleReward:
     """Any `Reward` as a twinkle reward (default: the process's
     `CorrectnessReward`, made on the first call); the batch is scored in
-    parallel."""
+    parallel. `label_key` names the `user_data` key of the label (default:
+    `ground_truth`, else `solution`)."""
 
-    def __init__(self, reward: Reward | None = None, *, label_key: str = "ground_truth"):
+    def __init__(self, reward: Reward | None = None, *, label_key: str | None = None):
         self.reward = reward
         self.label_key = label_key
 
@@ -52,7 +64,8 @@ class TwinkleReward:
 
     def sample(self, trajectory: Mapping[str, Any], ground_truth: Any = None) -> Sample:
         fields = user_data(trajectory.get("user_data"))
-        label = fields.pop(self.label_key, None)
+        key = self._key(fields)
+        label = as_label(fields.pop(key)) if key is not None else None
         if ground_truth is not None:
             label = self._answer(ground_truth)
         messages = list(trajectory.get("messages") or [])
@@ -62,40 +75,83 @@ class TwinkleReward:
         prompt = trajectory.get("prompt") or prompt_text(messages[:end] if end is not None else messages)
         return Sample(completion=completion, label=label, prompt=prompt, columns=fields)
 
+    def _key(self, fields: Mapping[str, Any]) -> str | None:
+        keys = (self.label_key,) if self.label_key is not None else _LABEL_KEYS
+        return next((k for k in keys if k in fields), None)
+
     def _answer(self, ground_truth: Any) -> Any:
         """A ground truth as a label. A ground-truth trajectory (twinkle's
         `MathReward` style) holds it in its `user_data`, else in its last message."""
         if isinstance(ground_truth, Mapping):
             fields = user_data(ground_truth.get("user_data"))
-            if self.label_key in fields:
-                return fields[self.label_key]
+            if (key := self._key(fields)) is not None:
+                return as_label(fields[key])
             messages = ground_truth.get("messages")
         else:
             messages = getattr(ground_truth, "messages", None)
         if isinstance(messages, Sequence) and not isinstance(messages, str) and messages:
             last = messages[-1]
-            return message_text(last if isinstance(last, Mapping) else getattr(last, "content", last))
-        return ground_truth
+            return as_label(message_text(last if isinstance(last, Mapping) else getattr(last, "content", last)))
+        return as_label(stored_value(ground_truth))
+
+
+_LABEL_KEYS = ("ground_truth", "solution")  # twinkle-kit 0.5.1: GSM8K, CLEVR, OlympiadBench; CompetitionMath
 
 
 def user_data(items: Any) -> dict[str, Any]:
-    """twinkle's packed `user_data` as a dict, each value decoded from JSON
-    (a value that is not JSON is kept as it is); the first of a key wins.
+    """twinkle's `user_data` as a dict, each value read as twinkle stores it
+    (`stored_value`); the first of a key wins. An entry is a `(key, value)`
+    pair (a list once `datasets` has stored it) or a dict of fields.
 
-    >>> user_data([("ground_truth", '"42"'), ("level", "3"), ("note", "not json")])
-    {'ground_truth': '42', 'level': 3, 'note': 'not json'}
+    >>> user_data([("solution", "[2, 3]"), ["level", "3"], ("note", '"raw"'), {"nums": [1, 2], "level": 9}])
+    {'solution': '[2, 3]', 'level': '3', 'note': 'raw', 'nums': [1, 2]}
     """
     fields: dict[str, Any] = {}
     for entry in items or []:
-        if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str) and entry[0] not in fields:
-            value = entry[1]
-            if isinstance(value, str):
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    pass
-            fields[entry[0]] = value
+        if isinstance(entry, Mapping):
+            pairs = list(entry.items())
+        elif isinstance(entry, (list, tuple)) and len(entry) == 2:
+            pairs = [(entry[0], entry[1])]
+        else:
+            continue
+        for key, value in pairs:
+            if isinstance(key, str) and key not in fields:
+                fields[key] = stored_value(value)
     return fields
+
+
+def stored_value(value: Any) -> Any:
+    """A `user_data` value as twinkle meant it: a string raw, unless it is a
+    JSON string literal, a JSON object or `null` (encoded by `pack_value`);
+    anything else as it is.
+
+    >>> stored_value("[2, 3]"), stored_value("42"), stored_value('"[2, 3]"'), stored_value('{"tests": ["assert 1"]}')
+    ('[2, 3]', '42', '[2, 3]', {'tests': ['assert 1']})
+    >>> stored_value("{1, 2}"), stored_value(7)
+    ('{1, 2}', 7)
+    """
+    if isinstance(value, str) and (value.lstrip()[:1] in ('"', "{") or value.strip() == "null"):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if decoded is None or isinstance(decoded, (str, dict)):
+            return decoded
+    return value
+
+
+def as_label(value: Any) -> Any:
+    """A value read from twinkle as a rewardbox label: text is a math answer
+    (`{"answer": text}`, so that `[2, 3]` stays an interval rather than a JSON
+    list), unless it is a JSON object, a label object; others as they are.
+
+    >>> as_label("[2, 3]"), as_label('{"tests": ["assert 1"]}'), as_label(42)
+    ({'answer': '[2, 3]'}, {'tests': ['assert 1']}, 42)
+    """
+    if isinstance(value, str):
+        decoded = stored_value(value)
+        return decoded if isinstance(decoded, dict) else {"answer": value}
+    return value
 
 
 def grpo_advantage(rewards: Sequence[float], num_generations: int,

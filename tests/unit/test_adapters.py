@@ -529,7 +529,9 @@ def twinkle_trajectories(with_user_data: bool = True) -> list[dict[str, Any]]:
 def test_twinkle_reward_as_the_cookbook_calls_it():
     fake = FakeReward()
     out = twinkle.TwinkleReward(fake)(twinkle_trajectories(), [])  # ground truth rides in user_data
-    expected = [Sample(completion=COMPLETIONS[i], label=LABELS[i], prompt=f"task {i}", columns={"difficulty": i})
+    # json.dumps'd (twinkle's pack_value): objects and strings decode; the other columns stay text, as twinkle reads them
+    labels = [LABELS[0], json.loads(LABELS[1]), {"answer": "42"}, {"answer": "bad"}, None]
+    expected = [Sample(completion=COMPLETIONS[i], label=labels[i], prompt=f"task {i}", columns={"difficulty": str(i)})
                 for i in range(N)]
     assert fake.seen == expected
     assert out == [r if r is not None else 0.0 for r in rewards_of(expected)]
@@ -541,7 +543,45 @@ def test_twinkle_ground_truths_argument_wins_in_either_shape():
     in_message = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "42"}]}
     in_user_data = {"messages": [{"role": "user", "content": "q"}], "user_data": [("ground_truth", '{"tests": ["assert 1"]}')]}
     twinkle.TwinkleReward(fake)(twinkle_trajectories(with_user_data=False), ['{"tests": []}', in_message, in_user_data, None])
-    assert [s.label for s in fake.seen] == ['{"tests": []}', "42", {"tests": ["assert 1"]}, None, None]
+    assert [s.label for s in fake.seen] == [{"tests": []}, {"answer": "42"}, {"tests": ["assert 1"]}, None, None]
+
+
+# What twinkle-kit 0.5.1's processors store (twinkle/preprocessor/llm.py, mm.py, olympiad_bench.py): raw values.
+TWINKLE_RAW = [
+    ("solution", "[2, 3]", {"answer": "[2, 3]"}),  # CompetitionMathGRPOProcessor: an interval, not a JSON list
+    ("solution", "(-\\infty, 1]", {"answer": "(-\\infty, 1]"}),
+    ("ground_truth", "{1, 2}", {"answer": "{1, 2}"}),  # a set: not JSON, not an object
+    ("ground_truth", "1800", {"answer": "1800"}),  # GSM8KProcessor
+    ("ground_truth", "42", {"answer": "42"}),
+    ("solution", "So $x \\in \\boxed{[2, 3]}$.\nDone.", {"answer": "So $x \\in \\boxed{[2, 3]}$.\nDone."}),
+    # pack_value (json.dumps) of a string and of a label object
+    ("ground_truth", json.dumps("[2, 3]"), {"answer": "[2, 3]"}),
+    ("ground_truth", json.dumps({"tests": ["assert f() == 1"]}), {"tests": ["assert f() == 1"]}),
+]
+
+
+@pytest.mark.parametrize(("key", "stored", "label"), TWINKLE_RAW)
+def test_twinkle_reads_user_data_as_twinkle_stores_it(key, stored, label):
+    from rewards.labels import parse_label
+
+    fake = FakeReward()
+    trajectory = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "\\boxed{[2, 3]}"}],
+                  "user_data": [[key, stored]]}  # a list, as datasets returns the processor's tuple
+    twinkle.TwinkleReward(fake)([trajectory], [])
+    assert fake.seen[0].label == label
+    parse_label(fake.seen[0].label)  # a label rewardbox reads, of the kind meant
+
+
+def test_twinkle_countdown_dict_entries_and_label_key():
+    # CountdownProcessor (twinkle-kit 0.5.1) stores one dict entry of raw values.
+    fields = twinkle.user_data([{"target": 6, "nums": [1, 2, 3]}])
+    assert fields == {"target": 6, "nums": [1, 2, 3]}
+    fake = FakeReward()
+    trajectory = {"messages": [{"role": "assistant", "content": "x"}], "user_data": [("ground_truth", "4"), ("solution", "5")]}
+    twinkle.TwinkleReward(fake)([trajectory])
+    twinkle.TwinkleReward(fake, label_key="solution")([trajectory])
+    assert [s.label for s in fake.seen] == [{"answer": "4"}, {"answer": "5"}]
+    assert fake.seen[0].columns == {"solution": "5"}
 
 
 def test_grpo_advantage_matches_the_design():
