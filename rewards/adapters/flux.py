@@ -19,6 +19,7 @@ flux needs a float: an unusable label gives reward 0.0, with the error in
 `metadata["error"]` and `metadata["unscorable"]` set.
 """
 
+import bisect
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,9 +29,58 @@ from pydantic import BaseModel, ConfigDict, Field
 from rewards.adapters import default_reward
 from rewards.base import Reward, RewardOutput, Sample
 
-__all__ = ["FluxReward", "RewardBatch"]
+__all__ = ["FLUX_MAX_PROMPT_CHARS", "FluxReward", "PromptLabels", "RewardBatch", "flux_prompt"]
 
 log = logging.getLogger(__name__)
+
+FLUX_MAX_PROMPT_CHARS = 32768  # FluxTrainer._prepare_prompts' max_prompt_length, left at its default by fit()
+
+
+def flux_prompt(prompt: str, max_chars: int = FLUX_MAX_PROMPT_CHARS) -> str:
+    """The prompt `FluxTrainer.fit()` hands on for `prompt`: cut to
+    `max_chars`, then stripped (in that order).
+
+    >>> flux_prompt("  Write add(a, b).\\n"), flux_prompt("  abcdef", max_chars=5)
+    ('Write add(a, b).', 'abc')
+    """
+    return prompt[:max_chars].strip()
+
+
+class PromptLabels:
+    """Labels by prompt as flux passes it: the prompt as given, else its
+    `flux_prompt` form, else (a prompt cut shorter) the labels of the prompts
+    it begins; a label only when those agree.
+
+    >>> labels = PromptLabels({" 6 * 7? ": "42", "Sum 1..n, n = 3": "6", "Sum 1..n, n = 4": "10"})
+    >>> labels.get("6 * 7?"), labels.get("Sum 1..n, n = 3"), labels.get("Sum 1..n"), labels.get("nope")
+    ('42', '6', None, None)
+    """
+
+    def __init__(self, labels: Mapping[str, Any]):
+        self.labels = labels
+        self._by_flux: dict[str, list[Any]] = {}
+        for prompt, label in labels.items():
+            self._by_flux.setdefault(flux_prompt(prompt), []).append(label)
+        self._sorted = sorted(self._by_flux)
+
+    def get(self, prompt: str) -> Any:
+        if prompt in self.labels:
+            return self.labels[prompt]
+        if prompt in self._by_flux:
+            return self._one(self._by_flux[prompt], prompt)
+        found: list[Any] = []
+        for key in self._sorted[bisect.bisect_left(self._sorted, prompt):]:
+            if not key.startswith(prompt):
+                break
+            found += self._by_flux[key]
+        return self._one(found, prompt) if found else None
+
+    @staticmethod
+    def _one(labels: list[Any], prompt: str) -> Any:
+        if all(label == labels[0] for label in labels[1:]):
+            return labels[0]
+        log.warning("flux: %d labels for the prompt %r as flux passes it; none used", len(labels), prompt[:80])
+        return None
 
 
 class RewardBatch(BaseModel):
@@ -67,6 +117,7 @@ class FluxReward:
         self.clip = clip
         self.label_key = label_key
         self.labels = labels
+        self._prompt_labels = PromptLabels(labels) if labels is not None else None
 
     def compute_reward(self, trajectory: Any) -> RewardOutput:
         """The raw reward of one trajectory (no scale, no clip), always a float."""
@@ -91,8 +142,8 @@ class FluxReward:
         metadata = dict(getattr(trajectory, "metadata", None) or {})
         prompt = getattr(trajectory, "prompt", None) or None
         label = metadata.pop(self.label_key, None)
-        if label is None and self.labels is not None and prompt is not None:
-            label = self.labels.get(prompt)
+        if label is None and self._prompt_labels is not None and prompt is not None:
+            label = self._prompt_labels.get(prompt)
         return Sample(id=getattr(trajectory, "id", None) or None, completion=getattr(trajectory, "response", "") or "",
                       label=label, prompt=prompt, columns=metadata)
 

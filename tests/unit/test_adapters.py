@@ -464,6 +464,61 @@ def test_flux_batch_and_labels_by_prompt_for_the_stock_trainer():
     assert fake.seen[0].label == LABELS[0]
 
 
+def flux_fit_prompts(prompts: list[Any], max_prompt_length: int = 32768) -> list[str]:
+    """What `FluxTrainer.fit(prompts=...)` hands its coordinator, whose
+    trajectories carry it as `.prompt`: `FluxTrainer._prepare_prompts`
+    (github.com/Ivis4ml/flux, flux/trainer.py at c20d58c: fit() calls it with
+    the default max_prompt_length=32768 at line 315; lines 529-541: cut to the
+    limit, then strip, drop empty prompts; lines 546-550: a dict gives its
+    "prompt", else "text"). The coordinator keeps it as it is
+    (flux/coordinator/coordinator.py lines 743-748, flux/rollout/manager.py
+    lines 242 and 451: the request's prompt becomes the trajectory's; no chat
+    template)."""
+    out = []
+    for p in prompts:
+        text = str(p.get("prompt", p.get("text", str(p)))) if isinstance(p, dict) else str(p)
+        text = text[:max_prompt_length] if len(text) > max_prompt_length else text
+        if text := text.strip():
+            out.append(text)
+    return out
+
+
+FLUX_TASKS = [("  Write add(a, b).\n", "42"), ({"prompt": "\tWhat is 6 * 7?  "}, "6 * 7"),
+              (" " * 3 + "x" * 40000, "long"), ("Plain prompt", "plain")]
+
+
+def test_flux_labels_found_by_the_prompt_fit_passes():
+    labels = {p["prompt"] if isinstance(p, dict) else p: label for p, label in FLUX_TASKS}
+    fake = FakeReward()
+    fn = flux.FluxReward(fake, labels=labels)
+    for prompt in flux_fit_prompts([p for p, _ in FLUX_TASKS]):
+        fn.compute_reward(Trajectory(id="t", prompt=prompt, response="r"))  # what FluxCoordinator scores
+    assert [s.label for s in fake.seen] == [label for _, label in FLUX_TASKS]
+
+
+def test_flux_labels_of_a_prompt_cut_shorter_only_when_unambiguous():
+    labels = {"Sum 1..n for n = 3 " + "." * 50: "6", "Sum 1..n for n = 4 " + "." * 50: "10", "Other task " + "." * 50: "x"}
+    fake = FakeReward()
+    fn = flux.FluxReward(fake, labels=labels)
+    for prompt in flux_fit_prompts(list(labels), max_prompt_length=30):
+        fn.compute_reward(Trajectory(id="t", prompt=prompt, response="r"))
+    assert [s.label for s in fake.seen] == ["6", "10", "x"]  # cut at 30: each still begins one prompt
+    fake.seen.clear()
+    for prompt in flux_fit_prompts(list(labels), max_prompt_length=12):
+        fn.compute_reward(Trajectory(id="t", prompt=prompt, response="r"))
+    assert [s.label for s in fake.seen] == [None, None, "x"]  # "Sum 1..n for": two labels, so none
+
+
+def test_flux_prompts_flux_cannot_tell_apart():
+    fake = FakeReward()
+    flux.FluxReward(fake, labels={"Q ": "1", " Q": "1", "R\n": "1", "R": "2"}).compute_rewards(
+        [Trajectory(id="a", prompt="Q", response="r"), Trajectory(id="b", prompt="R", response="r")])
+    assert [s.label for s in fake.seen] == ["1", "2"]  # "R" as given wins; "Q"'s two spellings agree
+    fake.seen.clear()
+    flux.FluxReward(fake, labels={"R ": "1", "R\n": "2"}).compute_reward(Trajectory(id="b", prompt="R", response="r"))
+    assert fake.seen[0].label is None
+
+
 # ---------------------------------------------------------------- AgentFly
 
 
