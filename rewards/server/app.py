@@ -1,16 +1,15 @@
 """The reward service: one FastAPI app over the rewards and the sandbox.
 
-`Service` holds what every route shares (the registry of rewards, the bound on
-samples waiting, the settings); each group of routes is a module of its own
+`Service` holds what every route shares (the registry of rewards, the line
+for the sandbox, the settings); each group of routes is a module of its own
 (`rewards_api`, `run_code`, `health`). Scoring never blocks the event loop:
-rewards hand out futures, which the routes await.
+rewards hand out futures, which the routes await. Under load, requests wait
+in line as long as their clients do (`rewards.server.line`).
 """
 
-import contextlib
 import json
 import logging
-import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Hashable, Sequence
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +21,7 @@ from rewards.base import Reward, RewardOutput, Sample
 from rewards.registry import Registry, UnknownRewardError
 from rewards.safe_json import plain
 from rewards.sandboxfusion import RunCodeSettings
+from rewards.server.line import Busy, Held, Line
 from rewards.server.metrics import RequestMetrics, ServiceMetrics
 from sandbox import LazySandbox, Sandbox, SandboxError
 
@@ -34,8 +34,18 @@ class ServerSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_completion_bytes: int = Field(1 << 20, ge=1, description="a completion over this is refused (413)")
-    max_waiting_samples: int = Field(4096, ge=1, description="samples accepted and not yet scored; beyond: 503")
-    retry_after_s: int = Field(5, ge=1, description="the Retry-After of a 503")
+    max_waiting_samples: int = Field(4096, ge=1, description="samples in the sandbox at once (running or queued "
+                                     "for a container); more wait in line, in arrival order")
+    max_held_samples: int = Field(32768, ge=1, description="samples waiting in line; beyond, a request is refused "
+                                  "at once (503; 504 on /run_code): a bound on memory, not on patience")
+    hold_s: float = Field(170.0, gt=0, description="a /get_reward or /v1/rewards request waits this long at most, "
+                          "then 503 while its samples keep their place for the retry; under the 180 s per attempt "
+                          "of OpenRLHF's client (0.8.11-0.11.2)")
+    run_code_margin_s: float = Field(3.0, ge=0, description="a /run_code request still waiting this long before "
+                                     "verl's own timeout (compile_timeout + run_timeout + 10 s) is answered 504")
+    keep_s: float = Field(30.0, gt=0, description="work whose requests were answered 503/504 keeps its place (or "
+                          "its answer) this long for their retry; then it leaves the line unrun")
+    retry_after_s: int = Field(5, ge=1, description="the Retry-After of a 503 or 504")
     default_reward: str = Field("correctness", description="registered reward or mix when a request names none")
     run_code: RunCodeSettings = Field(default_factory=RunCodeSettings, description="limits of /run_code (SandboxFusion)")
 
@@ -49,10 +59,6 @@ class SafeJSONResponse(JSONResponse):
         return json.dumps(plain(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
-class Busy(Exception):
-    """More samples are waiting than the settings allow."""
-
-
 class Service:
     """What the routes share. Thread-safe."""
 
@@ -60,8 +66,8 @@ class Service:
         self.registry = registry
         self.sandbox = sandbox
         self.settings = settings or ServerSettings()
-        self.waiting = 0  # samples admitted and not yet scored
-        self._lock = threading.Lock()
+        s = self.settings
+        self.line = Line(s.max_waiting_samples, s.max_held_samples, s.keep_s)
         self.metrics = ServiceMetrics(self)  # a registry of its own: a process may hold several services
 
     def reward(self, name: str | None) -> Reward:
@@ -71,28 +77,28 @@ class Service:
         except (UnknownRewardError, ValueError) as exc:
             raise HTTPException(400, str(exc)) from None
 
-    @contextlib.asynccontextmanager
-    async def admitted(self, samples: int) -> AsyncIterator[None]:
-        """Room for `samples` in the queue, or `Busy`: the caller answers 503
-        with Retry-After, and the client (OpenRLHF retries non-2xx) comes back."""
-        with self._lock:
-            if self.waiting and self.waiting + samples > self.settings.max_waiting_samples:
-                raise Busy()
-            self.waiting += samples
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.waiting -= samples
+    @property
+    def waiting(self) -> int:
+        """Samples in the sandbox (running or queued for a container)."""
+        return self.line.waiting
 
-    async def score(self, reward: Reward, samples: Sequence[Sample]) -> list[RewardOutput]:
-        """Every sample scored, in order; a failure of ours raises `SandboxError`."""
+    @waiting.setter
+    def waiting(self, samples: int) -> None:  # for stand-ins of a loaded service in tests
+        self.line.waiting = samples
+
+    async def score(self, reward: Reward, samples: Sequence[Sample], key: Hashable | None = None) -> list[RewardOutput]:
+        """Every sample scored, in order; a failure of ours raises `SandboxError`.
+        Requests of the same `key` (the same content) share one scoring, so
+        that a client's retry picks up where it left; `Held` after `hold_s`."""
         if not samples:
             return []
-        async with self.admitted(len(samples)):
+
+        async def run() -> list[RewardOutput]:
             outputs = await score_async(reward, samples)
-        self.metrics.scored(outputs)
-        return outputs
+            self.metrics.scored(outputs)
+            return outputs
+
+        return await self.line.wait(object() if key is None else key, len(samples), run, self.settings.hold_s)
 
     def check_sizes(self, texts: Sequence[str], what: str) -> None:
         limit = self.settings.max_completion_bytes
@@ -125,8 +131,15 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(Busy)
     async def busy(request: Request, exc: Busy) -> JSONResponse:
         s = service.settings
-        return SafeJSONResponse({"detail": f"over {s.max_waiting_samples} samples are waiting; retry later"},
+        return SafeJSONResponse({"detail": f"over {s.max_held_samples} samples are waiting in line; retry later"},
                             status_code=503, headers={"Retry-After": str(s.retry_after_s)})
+
+    @app.exception_handler(Held)
+    async def held(request: Request, exc: Held) -> JSONResponse:
+        s = service.settings
+        return SafeJSONResponse({"detail": f"still in line after {s.hold_s:g} s; the same request again keeps its "
+                                           "place and gets the answer"},
+                                status_code=503, headers={"Retry-After": str(s.retry_after_s)})
 
     @app.exception_handler(SandboxError)
     async def ours(request: Request, exc: SandboxError) -> JSONResponse:

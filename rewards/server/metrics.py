@@ -117,10 +117,12 @@ class _ReadWhenScraped:
 
     def collect(self) -> Iterator[Metric]:
         service = self.service
-        yield GaugeMetricFamily("rewardbox_samples_waiting", "Samples admitted and not yet scored (the queue depth)",
+        yield GaugeMetricFamily("rewardbox_samples_waiting", "Samples in the sandbox, running or queued for a container",
                                 value=service.waiting)
-        yield GaugeMetricFamily("rewardbox_samples_waiting_max", "Samples that may wait before requests get 503",
+        yield GaugeMetricFamily("rewardbox_samples_waiting_max", "Samples the sandbox takes at once; more wait in line",
                                 value=service.settings.max_waiting_samples)
+        yield GaugeMetricFamily("rewardbox_samples_held", "Samples waiting in line for room in the sandbox",
+                                value=service.line.held)
         sandbox = service.sandbox
         if not hasattr(sandbox, "stats"):  # a stand-in without counters (tests)
             return

@@ -1,9 +1,10 @@
 """Scoring routes: OpenRLHF's remote reward (`/get_reward`) and our own batch
 API (`/v1/rewards`)."""
 
+import hashlib
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewards.adapters import split_response
@@ -40,17 +41,20 @@ class GetRewardResponse(BaseModel):
 
 
 @router.post("/get_reward", response_model=GetRewardResponse)
-async def get_reward(body: GetRewardRequest, service: Service = Depends(request_service)) -> GetRewardResponse:
+async def get_reward(body: GetRewardRequest, request: Request,
+                     service: Service = Depends(request_service)) -> GetRewardResponse:
     """Rewards for OpenRLHF's `--reward.remote_url http://host:port/get_reward`.
-    Stateless, so a retried request gets the same answer; empty lists (sent to
-    every URL but the first) answer empty lists."""
+    Stateless, so a retried request gets the same answer (the one scoring,
+    if it is still under way); empty lists (sent to every URL but the first)
+    answer empty lists."""
     service.check_sizes(body.query, "query")
     n = len(body.query)
     prompts = body.prompts or [None] * n
     labels = body.labels if body.labels is not None else [None] * n
     samples = [Sample(id=i, completion=split_response(q, p) if p else q, label=label)
                for i, (q, p, label) in enumerate(zip(body.query, prompts, labels))]
-    outputs = await service.score(service.reward(None), samples)
+    outputs = await service.score(service.reward(None), samples,
+                                  key=await content_key(request, service.settings.default_reward))
     numbers = [trainer_numbers(o, f"sample {i} of {n}") for i, o in enumerate(outputs)]
     logs = [sample_logs(o) for o in outputs]
     return GetRewardResponse(rewards=[r for r, _ in numbers], scores=[s for _, s in numbers],
@@ -93,7 +97,7 @@ class RewardsResponse(BaseModel):
 
 
 @router.post("/v1/rewards", response_model=RewardsResponse)
-async def rewards(body: RewardsRequest, service: Service = Depends(request_service)) -> RewardsResponse:
+async def rewards(body: RewardsRequest, request: Request, service: Service = Depends(request_service)) -> RewardsResponse:
     """Full structured results for a batch: reward, score, verdict, per-test
     outcomes and timings. A sample whose label cannot be used gets no reward
     and an error; the others are scored."""
@@ -102,8 +106,15 @@ async def rewards(body: RewardsRequest, service: Service = Depends(request_servi
     reward = service.reward(name)
     samples = [Sample(id=s.id, completion=s.completion, label=s.label, prompt=s.prompt, columns=s.columns)
                for s in body.samples]
-    outputs = await service.score(reward, samples)
+    outputs = await service.score(reward, samples, key=await content_key(request, name))
     return RewardsResponse(reward=name, results=[_result(s, o) for s, o in zip(body.samples, outputs)])
+
+
+async def content_key(request: Request, *context: str) -> tuple[str, ...]:
+    """What makes two requests the same work: the route, what the body does
+    not say (the reward), and the body's bytes (a client's retry sends the
+    very same bytes)."""
+    return (request.url.path, *context, hashlib.sha256(await request.body()).hexdigest())
 
 
 def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
