@@ -51,7 +51,9 @@ SIDE: dict[str, tuple[str, ...]] = {
 
 # What the NO_DEPS trainers import on the paths we drive, installed with their
 # dependencies (resolved under CONSTRAINTS).
-SUPPORT: tuple[str, ...] = ()
+SUPPORT: tuple[str, ...] = (
+    "pillow==13.0.0",  # twinkle-kit 0.5.1: twinkle.template (qwen3_5_vl), imported by twinkle.dataset and its Template
+)
 
 # GPU-only modules imported (never called) on those paths: tests/trainers/stubs/<module>, and why.
 STUBS: dict[str, str] = {}
