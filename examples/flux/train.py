@@ -18,7 +18,7 @@ from rewards.adapters.flux import FluxReward
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as lines:
         tasks = [json.loads(line) for line in lines if line.strip()]
-    # FluxTrainer keeps only the prompt strings, so the labels are found by prompt.
+    # FluxTrainer keeps only the prompt strings (cut and stripped), so the labels are found by prompt.
     reward_function = FluxReward(labels={t["prompt"]: t["label"] for t in tasks}, clip=1.0)
     config = FluxConfig(model_path="Qwen/Qwen3-8B", output_dir="./outputs/rewardbox", num_steps=1000, batch_size=32)
     trainer = FluxTrainer(config, reward_function=reward_function)

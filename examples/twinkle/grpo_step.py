@@ -14,8 +14,8 @@ from rewards.adapters.twinkle import TwinkleReward, grpo_advantage
 NUM_GENERATIONS = 3
 
 GROUPS = [
-    ("What is 6 * 7? Put the answer in \\boxed{}.", "42",
-     ["6 * 7 = \\boxed{42}", "It is \\boxed{48}.", "\\boxed{42}"]),
+    ("For which x is x^2 - 5x + 6 <= 0? Put the interval in \\boxed{}.", "[2, 3]",
+     ["x \\in \\boxed{[2, 3]}", "It is \\boxed{(2, 3)}.", "\\boxed{[2,3]}"]),
     ("Write add(a, b) in Python.", {"tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]},
      ["```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```", "I can't."]),
 ]
@@ -24,10 +24,11 @@ GROUPS = [
 def main() -> None:
     trajectories = [
         {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
-         "user_data": [("ground_truth", json.dumps(label))]}
+         # as twinkle's processors store them: a math answer raw, a label object JSON-encoded (its pack_value)
+         "user_data": [("ground_truth", label if isinstance(label, str) else json.dumps(label))]}
         for prompt, label, answers in GROUPS for answer in answers
     ]
-    rewards = TwinkleReward()(trajectories, [])
+    rewards = TwinkleReward()(trajectories)
     advantages = grpo_advantage(rewards, num_generations=NUM_GENERATIONS, scale="group")
     for trajectory, reward, advantage in zip(trajectories, rewards, advantages, strict=True):
         answer = trajectory["messages"][-1]["content"].replace("\n", " ")[:40]
