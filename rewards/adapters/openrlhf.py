@@ -62,6 +62,7 @@ __all__ = [
     "LOG_KEYS",
     "OpenRLHFReward",
     "OpenRLHFSettings",
+    "Scores",
     "SettingsError",
     "build_reward",
     "feedback",
@@ -242,7 +243,8 @@ class OpenRLHFReward:
     def __call__(self, queries: Sequence[str], prompts: Sequence[str | None] | None = None,
                  labels: Sequence[Any] | None = None, **_: Any) -> dict[str, Any]:
         """`{"rewards", "scores", "extra_logs": {name: ...}}`, each a float32
-        tensor of shape `(len(queries),)`; scores in [0, 1]."""
+        tensor of shape `(len(queries),)`; scores in [0, 1], a `Scores` (true
+        even when it holds 0.0)."""
         n = len(queries)
         prompts = [None] * n if prompts is None else list(prompts)
         labels = [None] * n if labels is None else list(labels)
@@ -260,7 +262,7 @@ class OpenRLHFReward:
         logs = [sample_logs(out) for out in outputs]
         return {
             "rewards": _tensor([reward for reward, _ in numbers]),
-            "scores": _tensor([score for _, score in numbers]),
+            "scores": _tensor([score for _, score in numbers]).as_subclass(Scores),
             "extra_logs": {key: _tensor([row[key] for row in logs]) for key in LOG_KEYS},
         }
 
@@ -275,6 +277,33 @@ class OpenRLHFReward:
 
 def _tensor(values: list[float]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float32)
+
+
+class Scores(torch.Tensor):
+    """The `scores` tensor: true whenever it holds a value, even 0.0.
+
+    OpenRLHF 0.9.1 to 0.10.0 keep `rewards_info.get("scores") or
+    rewards_info.get("rewards")`, and a one-sample tensor holding 0.0 is false:
+    the reward (-1.0 for a syntax error) took the score's place, and dynamic
+    filtering dropped groups whose mean score lay inside its range. Anything
+    computed from it is a plain tensor (no torch function of ours), and it is
+    pickled as one, so a process without rewardbox (Ray's driver) can read it.
+
+    >>> scores = torch.tensor([0.0]).as_subclass(Scores)
+    >>> (scores or torch.tensor([-1.0])).tolist(), bool(scores == 0), type(scores * 2).__name__
+    ([0.0], True, 'Tensor')
+    """
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __bool__(self) -> bool:
+        return self.numel() > 0
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.as_subclass(torch.Tensor).__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Scores":
+        return torch.Tensor.clone(self).as_subclass(Scores)
 
 
 _PROCESS = OpenRLHFReward()

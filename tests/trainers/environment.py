@@ -18,6 +18,7 @@ tests that need them).
 
 import argparse
 import hashlib
+import shutil
 import subprocess
 import sys
 import venv
@@ -46,17 +47,35 @@ NO_DEPS: dict[str, str] = {
 # Other releases, each into side/<dist>-<version>/ with --no-deps (the oldest we claim, and
 # those whose behaviour differs).
 SIDE: dict[str, tuple[str, ...]] = {
-    "openrlhf": ("0.10.1", "0.9.10", "0.9.0", "0.8.11"),
+    # 0.10.0: the last release that reads `scores or rewards` (0.9.1-0.10.0).
+    "openrlhf": ("0.10.1", "0.10.0", "0.9.10", "0.9.0", "0.8.11"),
+    # 1.9.0: the first that names a reward by unwrapping functools.partial; 1.8.0: the last by `__name__`;
+    # 0.29.1: `asyncio.iscoroutinefunction`, as 0.27.0 (the first async rewards), the oldest that runs on our transformers.
+    "trl": ("1.9.0", "1.8.0", "0.29.1"),
 }
 
 # What the NO_DEPS trainers import on the paths we drive, installed with their
 # dependencies (resolved under CONSTRAINTS).
 SUPPORT: tuple[str, ...] = (
+    "aiohttp",  # openrlhf >= 0.9.1: openrlhf.utils.agent (the HTTP reward client)
+    "pylatexenc",  # openrlhf 0.9.10 and later: openrlhf.utils.math_utils, imported by openrlhf.utils
+    "ray",  # openrlhf: remote_rm_utils (0.8-0.9.0 run reward_func in Ray tasks), samples_generator
+    "peft==0.19.0",  # openrlhf 0.8-0.9.0: openrlhf.models, imported by experience_maker (twinkle-kit wants <=0.19)
+    "torchdata==0.11.0",  # openrlhf 0.8-0.9.0: openrlhf.utils.deepspeed, imported by experience_maker
+    # verl 0.9.1 imports ray (verl.protocol) and aiohttp (reward loop) too, and:
+    "codetiming==1.4.0",  # verl.utils.profiler, imported by verl.utils.reward_score's package
+    "omegaconf==2.4.0",  # verl's configs (reward managers take a DictConfig); 2.4 needs no antlr4 4.9, which math-verify's 4.13 excludes
+    "tensordict==0.8.3",  # verl.protocol's DataProto; 0.9+ pins packaging<26, which the constraints exclude
     "pillow==13.0.0",  # twinkle-kit 0.5.1: twinkle.template (qwen3_5_vl), imported by twinkle.dataset and its Template
 )
 
 # GPU-only modules imported (never called) on those paths: tests/trainers/stubs/<module>, and why.
-STUBS: dict[str, str] = {}
+STUBS: dict[str, str] = {
+    "deepspeed": "openrlhf 0.8-0.9.0: openrlhf.models and the strategy, imported by experience_maker (CUDA ops)",
+    "flash_attn": "openrlhf 0.8-0.9.0: openrlhf.models.ring_attn_utils, imported with openrlhf.models (CUDA kernels)",
+    "vllm": "openrlhf: utils.agent (0.8-0.9.0), samples_generator and trainer.ray.vllm_engine; the tests stand in"
+            " for the LLM, so only SamplingParams, inputs.TokensPrompt and utils.random_uuid do anything",
+}
 
 
 def side_dir(venv_dir: Path, dist: str, version: str) -> Path:
@@ -76,6 +95,13 @@ def _pip(venv_dir: Path, *args: str) -> None:
     subprocess.run(command, check=True)
 
 
+def _drop_shadowing_tests(directory: Path) -> None:
+    """openrlhf (0.9.10 and later) and verl wheels install a top-level `tests`
+    package; on the path it shadows this repository's `tests` (a namespace
+    package), so conftest could not import `tests.trainers`."""
+    shutil.rmtree(directory / "tests", ignore_errors=True)
+
+
 def build(venv_dir: Path, freeze: bool = False) -> None:
     stamp = venv_dir / ".built"
     if not freeze and stamp.exists() and stamp.read_text() == _fingerprint():
@@ -92,6 +118,9 @@ def build(venv_dir: Path, freeze: bool = False) -> None:
             target = side_dir(venv_dir, dist, version)
             if not target.exists():
                 _pip(venv_dir, "--no-deps", "--target", str(target), f"{dist}=={version}")
+            _drop_shadowing_tests(target)
+    for site in (venv_dir / "lib").glob("python3*/site-packages"):
+        _drop_shadowing_tests(site)
     if freeze:
         frozen = subprocess.run([str(venv_dir / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable",
                                  "--disable-pip-version-check"], check=True, capture_output=True, text=True).stdout

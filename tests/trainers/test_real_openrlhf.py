@@ -1,0 +1,428 @@
+"""OpenRLHF's own released code calling `examples/openrlhf/*.py` and `rewardbox serve`.
+
+Each release runs in a process of its own (this module run as a script, with
+the release first on its path and the GPU-only stubs behind it), as far into
+the trainer as a machine without a GPU allows:
+
+- 0.9.1 and later: `SamplesGenerator._generate_vllm`, the rollout loop with
+  dynamic filtering, over Ray object refs; the rollout actor is stood in for
+  (it owns vLLM) by `_Rollout`, which builds the executor as
+  `RolloutRayActor.__init__` does (`SingleTurnAgentExecutor(remote_rm_url)`, or
+  `_load_agent_executor(path)`) and runs it as `generate_responses` does. The
+  executors call the reward file (one sample per call, from threads), the HTTP
+  client or the agent; `_process_response_into_experience` makes the
+  experiences whose rewards and scores we check.
+- 0.8.11 and 0.9.0: the `RemoteRewardModel` Ray actor (the reward file in Ray
+  tasks, one micro-batch each; or the HTTP client), then
+  `update_samples_with_rewards`; the agent through `AgentExecutorBase.execute`,
+  its instances Ray actors.
+
+Only the LLM is faked (`_LLM`: canned completions, tokenized by a real
+byte-level BPE tokenizer built here). The completions have known outcomes: a
+correct solution (reward 1.0, score 1.0), one passing 1 of 2 tests (0.5,
+0.75) and a syntax error (-1.0, 0.0).
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.trainers.conftest import release_env, rewardbox_serve
+
+ROOT = Path(__file__).resolve().parents[2]
+REWARD_FILE = ROOT / "examples" / "openrlhf" / "reward_func.py"
+AGENT_FILE = ROOT / "examples" / "openrlhf" / "agent_func.py"
+
+NEWEST, OLDEST = "0.11.2", "0.8.11"
+SCORES_OR_REWARDS = ("0.9.10", "0.10.0")  # read `scores or rewards` (0.9.1-0.10.0)
+BATCHED = ("0.9.0", OLDEST)  # reward_func gets micro-batches in Ray tasks (up to 0.9.0)
+
+PROMPT = "<|im_start|>user\nWrite add(a, b) in Python.<|im_end|>\n<|im_start|>assistant\n"
+LABEL = json.dumps({"tests": ["assert add(2, 3) == 5", "assert add(0, 0) == 0"]})
+EOS = "<|im_end|>"
+CORRECT = "```python\ndef add(a, b):\n    return a + b\n```"
+HALF = "```python\ndef add(a, b):\n    return a * b\n```"  # add(0, 0) passes, add(2, 3) does not
+SYNTAX = "```python\ndef add(a, b)\n    return a + b\n```"
+OUTCOME = {CORRECT: (1.0, 1.0), HALF: (0.5, 0.75), SYNTAX: (-1.0, 0.0)}  # (reward, score)
+
+# Three prompts (the same task; distinct text so the LLM can tell them apart) and the
+# completions sampled for each, a group of three. Dynamic filtering keeps a group
+# whose mean score lies strictly inside (0, 1): A (1/3) and B (7/12); C (5/6) is the
+# replacement it draws for a group it drops. Read as `scores or rewards`, A's mean
+# is -1/3: A is dropped and C drawn.
+GROUPS = {
+    "A: " + PROMPT: [CORRECT, SYNTAX, SYNTAX],
+    "B: " + PROMPT: [CORRECT, HALF, SYNTAX],
+    "C: " + PROMPT: [CORRECT, HALF, HALF],
+}
+FIRST_BATCH, REPLACEMENTS = ["A: " + PROMPT, "B: " + PROMPT], ["C: " + PROMPT]
+
+# Agent episodes: the completions of successive attempts.
+EPISODES = {
+    "fixed: " + PROMPT: [HALF, CORRECT],
+    "stuck: " + PROMPT: [SYNTAX, SYNTAX, SYNTAX],
+}
+
+SANDBOX_ENV = {"REWARDBOX_WORKERS": "2", "REWARDBOX_TIMEOUT_S": "20", "REWARDBOX_MAX_STEPS": "3",
+               # Ray kills the workers and agent actors that hold a sandbox: no pool to leave behind.
+               "REWARDBOX_MODE": "cold", "RAY_AUTH_MODE": "disabled"}
+
+
+def drive(scenario: str, version: str, *urls: str) -> dict:
+    """Run `scenario` against OpenRLHF `version` in its own process; its result."""
+    env = release_env("openrlhf", version, stubs=True, **SANDBOX_ENV)
+    done = subprocess.run([sys.executable, "-m", "tests.trainers.test_real_openrlhf", scenario, *urls],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise AssertionError(f"{scenario} on openrlhf {version} exited {done.returncode}:\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert result["version"] == version, f"imported openrlhf {result['version']}, not {version}"
+    return result
+
+
+def _rows(result: dict) -> list[tuple[str, str, float, float]]:
+    return sorted((s["prompt"][:1], s["completion"], s["reward"], s["score"]) for s in result["samples"])
+
+
+def _expected(prompts: list[str]) -> list[tuple[str, str, float, float]]:
+    return sorted((p[:1], c, *OUTCOME[c]) for p in prompts for c in GROUPS[p])
+
+
+# -- (a) the reward file ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [NEWEST, "0.10.1", *SCORES_OR_REWARDS])
+def test_reward_file_scores_and_dynamic_filtering(version):
+    """One sample per reward_func call, from threads; the group means dynamic
+    filtering compares are the scores'. On 0.9.1-0.10.0 (`scores or rewards`)
+    a 0.0 score used to become the reward (-1.0 here): group A was dropped."""
+    result = drive("reward_file", version)
+    assert result["accepted"] == ["A", "B"]
+    assert result["calls"] == {"count": 6, "max_queries": 1}  # 2 groups of 3, one sample each
+    assert result["prompts_consumed"] == 2
+    assert _rows(result) == _expected(FIRST_BATCH)
+    for sample in result["samples"]:
+        assert sample["info_score"] == sample["score"] and sample["info_reward"] == sample["reward"]
+        assert sample["pass_rate"] == float(sample["completion"] == CORRECT)
+        assert sample["crash_rate"] == float(sample["completion"] == SYNTAX)
+
+
+@pytest.mark.parametrize("version", BATCHED)
+def test_reward_file_micro_batches_in_ray_tasks(version):
+    """Up to 0.9.0: one Ray task per micro-batch (2 here), then
+    `update_samples_with_rewards` splits the results back."""
+    result = drive("reward_file", version)
+    assert result["calls"] == {"count": 2, "max_queries": 2}
+    assert _rows(result) == _expected(["A: " + PROMPT])
+    assert [s["completion"] for s in result["samples"]] == GROUPS["A: " + PROMPT]  # order kept
+
+
+# -- (b) the HTTP client against `rewardbox serve` ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def serve_url():
+    with rewardbox_serve("--workers", "2", "--timeout-s", "20", env=release_env("openrlhf", NEWEST, **SANDBOX_ENV)) as url:
+        yield url
+
+
+def test_http_client_rotates_between_urls(serve_url):
+    """0.11.2 sends each rollout's request to the next URL in turn; both answer
+    (the same server under two names), with the scores kept as they are."""
+    port = serve_url.rsplit(":", 1)[1]
+    urls = [f"{serve_url}/get_reward", f"http://localhost:{port}/get_reward"]
+    result = drive("http", NEWEST, *urls)
+    assert result["accepted"] == ["A", "B"]
+    assert _rows(result) == _expected(FIRST_BATCH)
+    assert result["urls_used"] == urls
+    assert result["url_counts"] == [3, 3]  # in turn: 6 requests, one sample each
+
+
+@pytest.mark.parametrize("version", SCORES_OR_REWARDS)
+def test_http_client_older_single_turn(serve_url, version):
+    """0.9.1-0.10.0 read `scores or rewards` over HTTP too; a JSON list `[0.0]`
+    is true, so the score stands."""
+    result = drive("http", version, f"{serve_url}/get_reward")
+    assert result["accepted"] == ["A", "B"]
+    assert _rows(result) == _expected(FIRST_BATCH)
+
+
+def test_http_client_oldest(serve_url):
+    """0.8.11: `remote_rm_fn_ray` in a Ray task, then `update_samples_with_rewards`."""
+    result = drive("http", OLDEST, f"{serve_url}/get_reward")
+    assert _rows(result) == _expected(["A: " + PROMPT])
+
+
+# -- (c) the agent --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [NEWEST, "0.9.10", OLDEST])
+def test_agent_episodes(version):
+    """A half-right answer, the failing test fed back as a user turn, then the
+    fix: reward 1.0 in all (the steps' deltas add up), score 1.0. Three syntax
+    errors: reward -1.0, score 0.0, the episode ends at REWARDBOX_MAX_STEPS."""
+    result = drive("agent", version)
+    episodes = {e["prompt"].split(":")[0]: e for e in result["episodes"]}
+    fixed, stuck = episodes["fixed"], episodes["stuck"]
+    assert (fixed["reward"], fixed["score"], fixed["steps"]) == (1.0, 1.0, 2)
+    assert (stuck["reward"], stuck["score"], stuck["steps"]) == (-1.0, 0.0, 3)
+    # What the model read before its second attempt: the test it failed, in a chatml user turn.
+    second = fixed["contexts"][1]
+    assert second.startswith("fixed: " + PROMPT + HALF)
+    assert "<|im_start|>user\nYour code passed 1 of 2 tests." in second and "add(2, 3)" in second
+    assert second.endswith("<|im_start|>assistant\n")
+    assert "syntax error" in stuck["contexts"][1]
+    if "experience" in fixed:  # 0.9.1 and later: what the trainer keeps
+        assert fixed["experience"] == {"reward": 1.0, "score": 1.0}
+        assert stuck["experience"] == {"reward": -1.0, "score": 0.0}
+
+
+# ================================================================================================
+# The driver: runs inside the process whose path holds the OpenRLHF release under test.
+# ================================================================================================
+
+def _tokenizer():
+    """A byte-level BPE tokenizer (as Qwen's) with chatml's special tokens, built here (no hub)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS, "<|im_start|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([PROMPT, CORRECT, HALF, SYNTAX], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
+
+
+class _LLM:
+    """Stands in for vLLM: the next canned completion for the prompt the context
+    starts with. As vLLM does, the token ids end with EOS and the text does not."""
+
+    def __init__(self, tokenizer, script: dict[str, list[str]]):
+        self.tokenizer = tokenizer
+        self.left = {prompt: list(completions) for prompt, completions in script.items()}
+        self.contexts: dict[str, list[str]] = {prompt: [] for prompt in script}
+
+    def _next(self, token_ids) -> SimpleNamespace:
+        context = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        prompt = next(p for p in self.left if context.startswith(p))
+        self.contexts[prompt].append(context)
+        text = self.left[prompt].pop(0)
+        ids = self.tokenizer(text + EOS, add_special_tokens=False)["input_ids"]
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids, text=text, finish_reason="stop", logprobs=None)])
+
+    def generate(self, prompt, sampling_params, request_id=None, multi_modal_data=None):
+        if isinstance(prompt, dict):  # up to 0.9.0: vLLM's AsyncLLMEngine.generate, a stream
+            return self._stream(prompt["prompt_token_ids"])
+        return self._once(prompt)  # 0.9.1 and later: the rollout actor's generate(token_ids, params)
+
+    async def _once(self, token_ids):
+        return self._next(token_ids)
+
+    async def _stream(self, token_ids):
+        yield self._next(token_ids)
+
+
+class _Rollout:
+    """Stands in for `RolloutRayActor` (it owns vLLM): its executor built as its
+    `__init__` builds it, run as its `generate_responses` runs it."""
+
+    def __init__(self, llm: _LLM, agent_func_path: str | None = None, remote_rm_url=None):
+        from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
+        from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+        self.llm = llm
+        self.executor = _load_agent_executor(agent_func_path) if agent_func_path else SingleTurnAgentExecutor(remote_rm_url)
+        self.get_num_unfinished_requests = SimpleNamespace(remote=lambda: _ray().put(0))
+        self.generate_responses = SimpleNamespace(remote=self._generate_responses)
+
+    def _generate_responses(self, prompt, label, sampling_params, max_length, hf_tokenizer, num_samples=1, **kwargs):
+        async def run():
+            return await asyncio.gather(*[
+                self.executor.execute(prompt=prompt, label=label, sampling_params=sampling_params,
+                                      max_length=max_length, hf_tokenizer=hf_tokenizer, llm_engine=self, **kwargs)
+                for _ in range(num_samples)])
+        return _ray().put(asyncio.run(run()))
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        return await self.llm.generate(prompt_token_ids, sampling_params)
+
+
+def _ray():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _count_calls(module_attr: tuple[object, str], calls: dict) -> None:
+    """Count reward_func's calls and their sizes (wrapping the adapter's entry point)."""
+    owner, name = module_attr
+    inner = getattr(owner, name)
+
+    def counted(queries, *args, **kwargs):
+        calls["count"] += 1
+        calls["max_queries"] = max(calls["max_queries"], len(queries))
+        return inner(queries, *args, **kwargs)
+    setattr(owner, name, counted)
+
+
+def _generate_vllm(llm: _LLM, tokenizer, dynamic_filtering: bool, n_samples: int = 3, **executor) -> dict:
+    """0.9.1 and later: the trainer's rollout loop over the groups."""
+    import inspect
+
+    from openrlhf.trainer.ppo_utils import samples_generator
+
+    generator = object.__new__(samples_generator.SamplesGenerator)
+    range_ = (0.0, 1.0)  # OpenRLHF's default range
+    generator.args = SimpleNamespace(
+        dynamic_filtering_reward_range=range_, enable_vllm_is_correction=False, n_samples_per_prompt=3,
+        algo=SimpleNamespace(dynamic_filtering_range=range_, advantage=SimpleNamespace(is_correction_level="off")),
+        rollout=SimpleNamespace(n_samples_per_prompt=3))
+    generator.tokenizer = tokenizer
+    generator.vllm_engines = [_Rollout(llm, **executor)]
+    with_images = "batch_images" in inspect.getsource(samples_generator._collect_prompt_batch)
+    batches = [FIRST_BATCH, REPLACEMENTS] if dynamic_filtering else [list(llm.left)]
+
+    def loader():
+        for index, prompts in enumerate(batches):
+            labels = [LABEL] * len(prompts)
+            yield (index, prompts, labels, [None] * len(prompts)) if with_images else (index, prompts, labels)
+
+    experiences, consumed, _ = generator._generate_vllm(loader(), num_prompts=len(batches[0]),
+                                                        dynamic_filtering=dynamic_filtering, max_len=2048,
+                                                        n_samples_per_prompt=n_samples)
+    samples = []
+    for experience in experiences:
+        prompt = experience.prompts[0]
+        completion = tokenizer.decode(experience.sequences[0][experience.action_mask[0].nonzero()[0, 0] + 1:])
+        samples.append({"prompt": prompt, "completion": completion.removesuffix(EOS),
+                        "reward": experience.rewards.flatten()[0].item(),
+                        # what the filter reads: e.scores[0].item()
+                        "score": experience.scores[0].item(),
+                        "info_reward": experience.info["reward"].flatten()[0].item(),
+                        "info_score": experience.info["score"].flatten()[0].item(),
+                        **{key: experience.info[key].flatten()[0].item()
+                           for key in ("pass_rate", "crash_rate") if key in experience.info}})
+    return {"samples": samples, "prompts_consumed": consumed,
+            "accepted": sorted({s["prompt"][:1] for s in samples})}
+
+
+def _remote_reward_model(remote_rm_url, tokenizer) -> dict:
+    """Up to 0.9.0: `RemoteRewardModel.get_rewards` (Ray), then `update_samples_with_rewards`."""
+    import torch
+    from openrlhf.trainer.ppo_utils.experience_maker import Experience, update_samples_with_rewards
+    from openrlhf.utils.remote_rm_utils import RemoteRewardModel
+
+    ray = _ray()
+    prompt = "A: " + PROMPT
+    completions = GROUPS[prompt]
+    queries = [prompt + c + EOS for c in completions]
+    model = RemoteRewardModel.remote(SimpleNamespace(micro_rollout_batch_size=2), remote_rm_url)
+    rewards_info = ray.get(model.get_rewards.remote(queries, [prompt] * 3, [LABEL] * 3))
+    # The experience maker's micro-batches: the first two samples, then the third (an empty
+    # info would become a list: `info or []`; the generator always sets some lengths).
+    samples_list = [Experience(sequences=torch.zeros(n, 4, dtype=torch.long), info={"total_length": torch.full((n,), 4.0)})
+                    for n in (2, 1)]
+    update_samples_with_rewards(rewards_info, samples_list)
+    rows = [(r, s, pass_) for batch in samples_list for r, s, pass_ in
+            zip(batch.rewards.tolist(), batch.scores.tolist(), batch.info["pass_rate"].tolist())]
+    return {"calls": {"count": len(rewards_info), "max_queries": max(len(i["rewards"]) for i in rewards_info)},
+            "samples": [{"prompt": prompt, "completion": c, "reward": r, "score": s, "pass_rate": p}
+                        for c, (r, s, p) in zip(completions, rows)]}
+
+
+def _agent_oldest(tokenizer) -> dict:
+    """Up to 0.9.0: the executor the rollout actor builds from the file (as
+    `LLMRayActorAsync.add_requests` does), each episode's instance a Ray actor."""
+    import importlib.util
+
+    from vllm import SamplingParams
+
+    _ray()
+    spec = importlib.util.spec_from_file_location("agent_module", str(AGENT_FILE))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    llm = _LLM(tokenizer, EPISODES)
+
+    async def run():
+        queue = asyncio.Queue()
+        executor = module.AgentExecutor(max_steps=5, max_length=2048, llm_engine=llm, hf_tokenizer=tokenizer,
+                                        result_queue=queue)
+        await asyncio.gather(*[executor.execute(prompt, LABEL, SamplingParams(logprobs=None)) for prompt in EPISODES])
+        return [queue.get_nowait() for _ in EPISODES]
+
+    outputs = asyncio.run(run())
+    return {"episodes": [{"prompt": o["prompt"], "reward": float(o["reward"]), "score": float(o["scores"]),
+                          "steps": len(o["action_ranges"]), "contexts": llm.contexts[o["prompt"]]}
+                         for o in outputs]}
+
+
+def _agent(tokenizer) -> dict:
+    llm = _LLM(tokenizer, EPISODES)
+    result = _generate_vllm(llm, tokenizer, dynamic_filtering=False, n_samples=1, agent_func_path=str(AGENT_FILE))
+    episodes = []
+    for sample in result["samples"]:
+        prompt = sample["prompt"]
+        episodes.append({"prompt": prompt, "reward": sample["reward"], "score": sample["score"],
+                         "steps": len(llm.contexts[prompt]), "contexts": llm.contexts[prompt],
+                         "experience": {"reward": sample["info_reward"], "score": sample["info_score"]}})
+    return {"episodes": episodes}
+
+
+def main(scenario: str, *urls: str) -> dict:
+    from importlib.metadata import version as dist_version
+
+    import openrlhf.utils.agent as agent
+
+    tokenizer = _tokenizer()
+    single_turn = hasattr(agent, "SingleTurnAgentExecutor")  # 0.9.1 and later
+    result: dict = {}
+    if scenario == "agent":
+        result = _agent(tokenizer) if single_turn else _agent_oldest(tokenizer)
+    elif scenario == "reward_file":
+        calls = {"count": 0, "max_queries": 0}
+        if single_turn:
+            from rewards.adapters import openrlhf as adapter
+
+            _count_calls((adapter, "reward_func"), calls)
+            result = _generate_vllm(_LLM(tokenizer, GROUPS), tokenizer, dynamic_filtering=True,
+                                    remote_rm_url=str(REWARD_FILE))
+            result["calls"] = calls
+        else:
+            result = _remote_reward_model(str(REWARD_FILE), tokenizer)
+    elif scenario == "http":
+        if single_turn:
+            seen: list[str] = []
+            import aiohttp
+
+            post = aiohttp.ClientSession.post
+
+            def recorded(self, url, *args, **kwargs):
+                seen.append(str(url))
+                return post(self, url, *args, **kwargs)
+            aiohttp.ClientSession.post = recorded
+            result = _generate_vllm(_LLM(tokenizer, GROUPS), tokenizer, dynamic_filtering=True, remote_rm_url=list(urls))
+            result["urls_used"] = sorted(set(seen), key=seen.index)
+            result["url_counts"] = [seen.count(url) for url in result["urls_used"]]
+        else:
+            result = _remote_reward_model(list(urls), tokenizer)
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    import openrlhf
+
+    path = Path(openrlhf.__file__).resolve()
+    side = next((p.name for p in path.parents if p.name.startswith("openrlhf-")), None)
+    result["version"] = side.removeprefix("openrlhf-") if side else dist_version("openrlhf")
+    return result
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(*sys.argv[1:])), flush=True)
+    sys.stdout.flush()
