@@ -34,7 +34,7 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 GZIP_MAGIC = b"\x1f\x8b"
 # The flags behind the settings' fields, to name them in errors.
 FLAGS = {"timeout_s": "--timeout-s", "memory_mb": "--memory-mb", "max_waiting_samples": "--max-waiting",
-         "max_completion_bytes": "--max-completion-bytes"}
+         "max_held_samples": "--max-held", "max_completion_bytes": "--max-completion-bytes"}
 
 
 class UsageError(Exception):
@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("-r", "--reward", default="correctness", help="the reward when a request names none")
     _sandbox_arguments(serve)
     serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
-                       help="samples waiting before requests are refused with 503 and Retry-After")
+                       help="samples in the sandbox at once; more wait in line, as long as their clients wait")
+    serve.add_argument("--max-held", type=int, default=ServerSettings().max_held_samples,
+                       help="samples waiting in line; beyond, requests are refused at once (503, 504 on /run_code)")
     serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
     serve.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -238,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards.server import Service, create_app
 
     limits = _limits(args)
-    settings = _validated(ServerSettings, max_waiting_samples=args.max_waiting,
+    settings = _validated(ServerSettings, max_waiting_samples=args.max_waiting, max_held_samples=args.max_held,
                           max_completion_bytes=args.max_completion_bytes, default_reward=args.reward)
     sandbox = StoppableSandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
     try:

@@ -42,7 +42,7 @@ class PoolHealth(BaseModel):
 
 class Health(BaseModel):
     """`down`: code cannot be scored (engine unreachable or image missing);
-    `degraded`: it can, but the queue is full, so new requests get 503."""
+    `degraded`: it can, but the sandbox is full, so new requests wait in line."""
 
     status: Literal["ok", "degraded", "down"]
     engine: EngineHealth
