@@ -7,7 +7,7 @@ reward: each must come back with that reward, none missing, none wrong.
 What the clients tolerate (read in their code):
 - OpenRLHF 0.11.2 `SingleTurnAgentExecutor._fetch_rewards_via_http`
   (openrlhf/utils/agent.py:327-362): 180 s per attempt, 5 attempts 1 s
-  apart, any non-2xx retried; then it raises, and `execute` (:302-304) logs it
+  apart, any non-2xx retried; then it raises, and `execute` (:303-304) logs it
   and leaves the sample without a reward.
 - verl 0.9.1 `default_compute_score` -> `sandbox_fusion.compute_score`
   (timeout 10 s, verl/utils/reward_score/sandbox_fusion/__init__.py:29) ->
