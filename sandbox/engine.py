@@ -168,6 +168,39 @@ def probe_engine(image: str, base_url: str | None = None, timeout_s: float = 2.0
         api.close()
 
 
+class ContainerEnd(BaseModel):
+    """How an auto-removed container ended, as the engine's events recorded it
+    (the container itself is gone)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None = None  # None: no "die" event seen
+    oom_killed: bool = False
+    finished_at: float = float("inf")  # Unix time of the "die" event
+    stopped_from_outside: bool = False  # a kill or stop the engine was asked for
+
+
+def container_end(events: list[dict]) -> ContainerEnd:
+    """A container's end from its events (as `APIClient.events(decode=True)` yields them).
+
+    >>> container_end([{"Action": "oom"}, {"Action": "die", "timeNano": 1500000000,
+    ...                 "Actor": {"Attributes": {"exitCode": "137"}}}])
+    ContainerEnd(exit_code=137, oom_killed=True, finished_at=1.5, stopped_from_outside=False)
+    """
+    end: dict = {}
+    for event in events:
+        action = event.get("Action") or event.get("status")
+        if action == "die":
+            code = ((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
+            end["exit_code"] = int(code) if str(code).lstrip("-").isdigit() else None
+            end["finished_at"] = int(event.get("timeNano") or 0) / 1e9 or float(event.get("time") or "inf")
+        elif action == "oom":
+            end["oom_killed"] = True
+        elif action in ("kill", "stop"):
+            end["stopped_from_outside"] = True
+    return ContainerEnd(**end)
+
+
 class DockerEngine:
     """Thin, retrying wrapper over the Docker API for sandbox containers."""
 
@@ -241,10 +274,12 @@ class DockerEngine:
         return "runsc" in str((runtimes[runtime] or {}).get("path", ""))
 
     def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False,
-               command: list[str] | None = None, lifetime_s: float | None = None) -> str:
+               command: list[str] | None = None, lifetime_s: float | None = None, auto_remove: bool = False) -> str:
         """A stopped, hardened container waiting for its input on stdin: one
         request, then EOF (the image's supervisor); or, given `command` (the pool
-        supervisor, its own init), requests one per line for up to `lifetime_s`."""
+        supervisor, its own init), requests one per line for up to `lifetime_s`.
+        With `auto_remove` the engine removes it once it exits (its end is then
+        read with `ended`, not `wait`)."""
         mb = 1024 * 1024
         pids = GVISOR_PIDS_BASE + GVISOR_PIDS_PER_PROCESS * limits.pids if gvisor else limits.pids
         host_config = self._api.create_host_config(
@@ -273,6 +308,7 @@ class DockerEngine:
             log_config=LogConfig(type="none"),
             init=command is None,
             runtime=runtime,
+            auto_remove=auto_remove,
         )
         expires = time.time() + (lifetime_s or 0) + limits.timeout_s + limits.startup_grace_s + 60
         labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
@@ -331,6 +367,29 @@ class DockerEngine:
                 self.kill(container_id)
                 killed = True
             return self._api.inspect_container(container_id)["State"], killed
+
+    def ended(self, container_id: str, since: float, timeout_s: float) -> tuple[ContainerEnd, bool]:
+        """How an auto-removed container created after `since` ended, once the
+        engine has removed it, and whether we had to kill it here. Its state is
+        gone with it, so the answer comes from its events. A kill or stop among
+        them counts as from outside: ask only about containers we did not kill."""
+        killed = False
+        try:
+            self._api.wait(container_id, timeout=timeout_s, condition="removed")
+        except docker.errors.NotFound:
+            pass  # removed already
+        except requests.exceptions.ReadTimeout:
+            self.kill(container_id)
+            killed = True
+            try:
+                self._api.wait(container_id, timeout=timeout_s, condition="removed")
+            except (docker.errors.NotFound, requests.exceptions.ReadTimeout):
+                pass
+        # Nine decimals: the engine reads the fraction as nanoseconds.
+        events = self._retry(lambda: list(self._api.events(
+            since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
+            filters={"container": container_id, "event": ["die", "oom", "kill", "stop"]})))
+        return container_end(events), killed
 
     def stopped_from_outside(self, container_id: str, since: float) -> bool:
         """Whether someone told the engine to kill or stop this container: the

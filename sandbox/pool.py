@@ -11,6 +11,12 @@ replacement in the background, so a warm one is usually waiting.
 
 `reuse=1` gives each run a container nothing else has used, started ahead of
 demand: the single-use guarantee at a lower latency than `Sandbox`.
+
+Pooled containers do not outlive the process that made them, however it ends
+(SIGKILL included: a process pool's terminated workers, a killed Ray actor).
+The supervisor exits at EOF on its stdin, which the engine closes when our
+attached connection goes, and the engine removes a pooled container once it
+exits. So how one ended under a run is read from the engine's events.
 """
 
 import logging
@@ -22,7 +28,6 @@ import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from sandbox.errors import ContainerLost, HarnessError, SandboxError
 from sandbox.models import Limits, RunRequest, RunResult
@@ -156,7 +161,7 @@ class PooledSandbox(Sandbox):
         lifetime = self.max_age_s + self.reuse * (limits.timeout_s + limits.startup_grace_s)
         command = POOL_COMMAND + (["--once"] if self.reuse == 1 else [])
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
-                                          command=command, lifetime_s=lifetime)
+                                          command=command, lifetime_s=lifetime, auto_remove=True)
         self._count(containers=1)
         container = None
         try:
@@ -314,20 +319,19 @@ class PooledSandbox(Sandbox):
             if report.get("phase") == "harness_error" and not report.get("harness_attacked"):
                 raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
             return judge(report, self._facts(started, oom_killed=bool(report.get("oom_killed"))))
-        # No report: the container ended, or we end it. Its state says why.
+        # No report: the container ended, or we end it. Its events say why.
         try:
             killed_late = False
             if deadline_hit or capped:
                 self.engine.kill(container.id)
-            state, killed_late = self.engine.wait(container.id, timeout_s=30)
+            end, killed_late = self.engine.ended(container.id, since=container.created_at, timeout_s=30)
             # Its harness is pid 1, which the code cannot kill: a container that
             # ended under a run died of memory, or was stopped from outside (an
             # idle one, say, before this run came).
-            if ended and not (killed_late or state.get("OOMKilled")) and (
-                    _finished_at(state) < sent_at
-                    or self.engine.stopped_from_outside(container.id, since=container.created_at)):
+            if ended and not (killed_late or end.oom_killed) and (end.finished_at < sent_at
+                                                                  or end.stopped_from_outside):
                 raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside "
-                                    f"(exit code {state.get('ExitCode')})")
+                                    f"(exit code {end.exit_code})")
         finally:
             self._remove_in_background(container)
             self._replenish(limits)
@@ -335,10 +339,10 @@ class PooledSandbox(Sandbox):
         # Under gVisor the kernel's OOM killer takes the whole sandbox (its
         # processes are the host's), and the engine does not flag OOMKilled: a
         # container that ended on SIGKILL under a run, not from outside, died of memory.
-        died_of_memory = ended and not killed_late and state.get("ExitCode") == 137
+        died_of_memory = ended and not killed_late and end.exit_code == 137
         return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
-                                       oom_killed=bool(state.get("OOMKilled")) or died_of_memory,
-                                       exit_code=state.get("ExitCode"), stderr=stderr))
+                                       oom_killed=end.oom_killed or died_of_memory,
+                                       exit_code=end.exit_code, stderr=stderr))
 
     @staticmethod
     def _facts(started: float, **facts) -> ContainerFacts:
@@ -353,21 +357,6 @@ def _abandon(engine, idle: deque) -> None:
             engine.remove(container.id)
         except Exception as exc:  # noqa: BLE001 - at exit or in the collector: warn, never raise
             log.warning("could not remove pooled container %s: %s", container.id[:12], exc)
-
-
-def _finished_at(state: dict) -> float:
-    """The engine's FinishedAt (RFC 3339, nanoseconds) as a Unix time; +inf if unreadable.
-
-    >>> _finished_at({"FinishedAt": "1970-01-01T00:00:01.500000001Z"}), _finished_at({})
-    (1.500000001, inf)
-    """
-    stamp = str(state.get("FinishedAt") or "")
-    try:
-        seconds, _, fraction = stamp.rstrip("Z").partition(".")
-        whole = datetime.strptime(seconds, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-        return whole + float(f"0.{fraction or 0}")
-    except ValueError:
-        return float("inf")
 
 
 def _same_container(a: Limits, b: Limits) -> bool:

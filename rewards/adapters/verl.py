@@ -1,18 +1,31 @@
 """verl: `compute_score` for `custom_reward_function`.
 
 verl loads a file by path and takes one function from it
-(`reward.custom_reward_function.path` / `.name`; before the reward loop,
-`custom_reward_function.path` / `.name`), then calls it the way its reward
-manager does:
+(`reward.custom_reward_function.path` / `.name`; the classic
+`custom_reward_function.*` keys are migrated to those), then calls it the way
+its reward manager does. In verl 0.9.1 the trainer picks a manager of its
+reward loop (`reward.reward_manager.name`):
 
-- `naive`, `dapo` (the classic managers and the reward loop's):
-  `compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`, one
-  sample per call; the reward loop awaits it when it is an `async def`, else
-  runs it in a thread pool;
-- `batch`: `compute_score(data_sources=, solution_strs=, ground_truths=,
-  extra_infos=)`, a list of results for the whole batch;
+- `naive`, `dapo`, `gdpo`, `rate_limited`: `compute_score(data_source=,
+  solution_str=, ground_truth=, extra_info=)`, one sample per call, awaited
+  when it is an `async def` (`compute_score_async`), else run in a thread pool;
+- `remote`: the same call, synchronous only, in Ray actors (`compute_score`);
 - any of them may add keywords (`reward_kwargs` from the config,
   `reward_router_address`), which are ignored here.
+
+0.9.1 still ships the classic managers of `verl.workers.reward_manager`, which
+its trainer no longer selects (its config accepts only the names above), for
+code that builds them itself:
+
+- `batch`: `compute_score(data_sources=, solution_strs=, ground_truths=,
+  extra_infos=)`, a list of results for the whole batch
+  (`compute_score_batch`);
+- `prime`: `compute_score(data_source, solution_str, ground_truth,
+  extra_info)`, positionally, in a process pool of forked workers that it
+  terminates afterwards; it needs a number (`float(result)`, else
+  `float(result[0])`), so our dict scored 0.0 everywhere: `compute_score_float`.
+  Each worker makes a sandbox of its own, whose containers go with the
+  worker, however it is ended (sandbox/pool.py).
 
 A result is a dict with `"score"` (the reward) and extra keys that verl
 gathers across samples into `reward_extra_info`: the reward loop takes the key
@@ -28,7 +41,6 @@ covers verl's own formats: a JSON string of `{"inputs", "outputs"}` (and
 verl needs a number: an unusable label scores 0.0 with `unscorable` = 1.0 and
 a logged warning. For GRPO that is no penalty: every completion of a prompt
 shares its label, so the whole group scores 0.0 and its advantage is zero.
-The `prime` manager is not supported: it reads a dict result as `result[0]`.
 """
 
 import logging
@@ -38,14 +50,16 @@ from typing import Any
 from rewards.adapters import default_reward, outcome_stats, score_async
 from rewards.base import Reward, RewardOutput, Sample
 
-__all__ = ["VerlReward", "compute_score", "compute_score_async", "compute_score_batch", "make_compute_score", "result"]
+__all__ = ["VerlReward", "compute_score", "compute_score_async", "compute_score_batch", "compute_score_float",
+           "make_compute_score", "result"]
 
 log = logging.getLogger(__name__)
 
 
 class VerlReward:
-    """verl's three calling conventions over one `Reward` (default: the
-    process's `CorrectnessReward`, made on the first call)."""
+    """verl's calling conventions over one `Reward` (default: the process's
+    `CorrectnessReward`, made on the first call; in each forked worker of its
+    own)."""
 
     def __init__(self, reward: Reward | None = None):
         self.reward = reward
@@ -59,6 +73,11 @@ class VerlReward:
         (output,) = await score_async(self._reward(), [sample(data_source, solution_str, ground_truth, extra_info)])
         return result(output)
 
+    def compute_score_float(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                            **kwargs: Any) -> float:
+        """The reward alone, for managers that need a number (`prime`)."""
+        return self.compute_score(data_source, solution_str, ground_truth, extra_info)["score"]
+
     def compute_score_batch(self, data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                             extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
         infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
@@ -71,9 +90,9 @@ class VerlReward:
 
 def make_compute_score(reward: Reward | None = None) -> Callable[..., dict[str, Any]]:
     """A `compute_score` over `reward`, for a file verl loads:
-    `compute_score = make_compute_score(MyReward())`. For the batch manager or
-    the async reward loop use `VerlReward(reward).compute_score_batch` /
-    `.compute_score_async`."""
+    `compute_score = make_compute_score(MyReward())`. For the async reward loop,
+    the batch or the prime manager use `VerlReward(reward).compute_score_async`
+    / `.compute_score_batch` / `.compute_score_float`."""
     return VerlReward(reward).compute_score
 
 
@@ -95,8 +114,15 @@ async def compute_score_async(data_source: Any, solution_str: str, ground_truth:
 
 def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                         extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
-    """A batch, scored in parallel, for `reward_manager=batch` (`name: compute_score_batch`)."""
+    """A batch, scored in parallel, for the classic `batch` manager (`name: compute_score_batch`)."""
     return _DEFAULT.compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos)
+
+
+def compute_score_float(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                        **kwargs: Any) -> float:
+    """One sample's reward as a number, for the classic `prime` manager
+    (`name: compute_score_float`)."""
+    return _DEFAULT.compute_score_float(data_source, solution_str, ground_truth, extra_info)
 
 
 def sample(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None) -> Sample:

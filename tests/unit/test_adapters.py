@@ -355,9 +355,20 @@ def test_verl_loads_the_example_file_by_path_as_verl_does(monkeypatch):
     spec = importlib.util.spec_from_file_location("custom_module", ROOT / "examples" / "verl" / "reward_fn.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name in ("compute_score", "compute_score_async", "compute_score_batch"):
+    for name in ("compute_score", "compute_score_async", "compute_score_batch", "compute_score_float"):
         assert callable(getattr(module, name))
     assert module.compute_score(**verl_rows()[1])["score"] == expected_output(verl_expected()[1]).reward
+
+
+def test_verl_compute_score_float_as_the_prime_manager_calls_it(monkeypatch):
+    """verl's PrimeRewardManager calls `fn(data_source, solution_str, ground_truth,
+    extra_info)` positionally and keeps `float(result)` (of a dict: `result[0]`)."""
+    monkeypatch.setattr(verl, "default_reward", FakeReward)
+    rows = verl_rows()
+    scores = [verl.compute_score_float(r["data_source"], r["solution_str"], r["ground_truth"], r["extra_info"])
+              for r in rows]
+    assert scores == [verl.make_compute_score(FakeReward())(**r)["score"] for r in rows] == [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert all(type(s) is float for s in scores)
 
 
 # ---------------------------------------------------------------- flux
