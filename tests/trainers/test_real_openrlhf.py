@@ -152,10 +152,20 @@ def test_http_client_older_single_turn(serve_url, version):
     assert _rows(result) == _expected(FIRST_BATCH)
 
 
-def test_http_client_oldest(serve_url):
-    """0.8.11: `remote_rm_fn_ray` in a Ray task, then `update_samples_with_rewards`."""
-    result = drive("http", OLDEST, f"{serve_url}/get_reward")
-    assert _rows(result) == _expected(["A: " + PROMPT])
+@pytest.mark.parametrize("version", BATCHED)
+def test_http_client_batched(serve_url, version):
+    """Up to 0.9.0: `remote_rm_fn_ray` in a Ray task, one request per URL for
+    the batch, then `update_samples_with_rewards`. 0.8.11 cannot take any
+    server's `extra_logs` there (`torch.cat` of JSON lists; OpenRLHF's own
+    serve_rm sends them too; 0.9.0 added `torch.as_tensor`): on 0.8.x use the
+    reward file (README)."""
+    result = drive("http", version, f"{serve_url}/get_reward")
+    assert result["received"] == [list(OUTCOME[c]) for c in GROUPS["A: " + PROMPT]]
+    assert result["calls"] == {"count": 1, "max_queries": 3}
+    if version == OLDEST:
+        assert "expected Tensor" in result["update_error"]
+    else:
+        assert _rows(result) == _expected(["A: " + PROMPT])
 
 
 # -- (c) the agent --------------------------------------------------------------------------------
@@ -297,7 +307,7 @@ def _generate_vllm(llm: _LLM, tokenizer, dynamic_filtering: bool, n_samples: int
 
     experiences, consumed, _ = generator._generate_vllm(loader(), num_prompts=len(batches[0]),
                                                         dynamic_filtering=dynamic_filtering, max_len=2048,
-                                                        n_samples_per_prompt=n_samples)
+                                                        max_new_tokens=1024, n_samples_per_prompt=n_samples)
     samples = []
     for experience in experiences:
         prompt = experience.prompts[0]
@@ -330,10 +340,15 @@ def _remote_reward_model(remote_rm_url, tokenizer) -> dict:
     # info would become a list: `info or []`; the generator always sets some lengths).
     samples_list = [Experience(sequences=torch.zeros(n, 4, dtype=torch.long), info={"total_length": torch.full((n,), 4.0)})
                     for n in (2, 1)]
-    update_samples_with_rewards(rewards_info, samples_list)
+    calls = {"count": len(rewards_info), "max_queries": max(len(i["rewards"]) for i in rewards_info)}
+    received = [(float(r), float(s)) for info in rewards_info for r, s in zip(info["rewards"], info["scores"])]
+    try:
+        update_samples_with_rewards(rewards_info, samples_list)
+    except TypeError as exc:  # JSON lists in extra_logs: torch.cat wants tensors
+        return {"calls": calls, "received": received, "update_error": str(exc)}
     rows = [(r, s, pass_) for batch in samples_list for r, s, pass_ in
             zip(batch.rewards.tolist(), batch.scores.tolist(), batch.info["pass_rate"].tolist())]
-    return {"calls": {"count": len(rewards_info), "max_queries": max(len(i["rewards"]) for i in rewards_info)},
+    return {"calls": calls, "received": received,
             "samples": [{"prompt": prompt, "completion": c, "reward": r, "score": s, "pass_rate": p}
                         for c, (r, s, p) in zip(completions, rows)]}
 
