@@ -7,9 +7,11 @@ stand-in for `openrlhf.utils.agent` whose episode loop mirrors the real one.
 """
 
 import asyncio
+import copy
 import importlib.util
 import json
 import logging
+import pickle
 import sys
 import threading
 import time
@@ -507,3 +509,24 @@ def test_feedback_is_bounded():
     listed = [line for line in text.splitlines() if line.startswith("- test_")]
     assert len(listed) == 5 and "and 3 more" in text
     assert all(len(line) <= len("- test_0: ") + 500 for line in listed)
+
+
+def test_a_zero_score_survives_scores_or_rewards(reward_file):
+    """OpenRLHF 0.9.1-0.10.0 keep `rewards_info.get("scores") or
+    rewards_info.get("rewards")` for each one-sample call: a score of 0.0 must
+    stay, not become the reward (-1.0)."""
+    for completion, kept in [("CRASH", 0.0), ("SLOW", 0.25), ("PASS", 1.0)]:
+        rewards_info = reward_file.reward_func([PROMPT + completion], [PROMPT], [LABEL])
+        score_value = rewards_info.get("scores") or rewards_info.get("rewards")
+        # What the trainer then stores: torch.tensor([score_val]), read as e.scores[0].item()
+        assert torch.tensor([score_value])[0].item() == kept
+
+
+def test_scores_are_plain_tensors_once_used_or_pickled():
+    scores = torch.tensor([0.0, 1.0]).as_subclass(adapter.Scores)
+    assert bool(torch.tensor([]).as_subclass(adapter.Scores)) is False  # empty is still false
+    assert not bool((scores > 2).any())  # a computed tensor is a plain one, truth by value
+    assert type(scores + 1) is torch.Tensor
+    restored = pickle.loads(pickle.dumps(scores))
+    assert type(restored) is torch.Tensor and restored.tolist() == [0.0, 1.0]
+    assert copy.deepcopy(scores).tolist() == [0.0, 1.0]
