@@ -7,10 +7,10 @@ columns are the dataset's other columns (one value per completion) plus
 completion, `None` meaning "no reward for this sample".
 
 What the async function has to be, for every TRL since async rewards (0.27.0):
-- awaited: TRL 0.27-0.29 test `asyncio.iscoroutinefunction(f)`, 1.0-1.9
+- awaited: TRL 0.27-0.29 test `asyncio.iscoroutinefunction(f)`, 1.0-1.13
   `inspect.iscoroutinefunction(f)` (an object with an `async __call__` fails
-  both; Python 3.10 and 3.11 have no `inspect.markcoroutinefunction`), 1.16
-  unwraps partials and looks at `__call__` too;
+  both; Python 3.10 and 3.11 have no `inspect.markcoroutinefunction`), 1.14
+  and later unwrap partials and look at `__call__` too;
 - named: TRL up to 1.8 logs `f.__name__`, 1.9 and later `get_callable_name(f)`,
   which unwraps `functools.partial` (a name set on a partial is lost);
 - picklable: the async GRPO worker pickles it into a spawned child.

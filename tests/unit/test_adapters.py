@@ -193,7 +193,7 @@ def _trl_callable_name(func):
 
 
 def _trl_is_async_callable(func):
-    """TRL 1.16's `trl.trainer.utils.is_async_callable`."""
+    """TRL 1.14+'s `trl.trainer.utils.is_async_callable` (1.16.0's text)."""
     while isinstance(func, functools.partial):
         func = func.func
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(func.__call__)
@@ -209,8 +209,8 @@ def test_trl_names_and_awaits_async_rewards_by_every_releases_rule(pickled):
     assert [f.__name__ for f in fs] == names  # TRL 0.27-1.8
     assert [_trl_callable_name(f) for f in fs] == names  # TRL 1.9 and later
     assert all(asyncio.iscoroutinefunction(f) for f in fs)  # TRL 0.27-0.29
-    assert all(inspect.iscoroutinefunction(f) for f in fs)  # TRL 1.0-1.15
-    assert all(_trl_is_async_callable(f) for f in fs)  # TRL 1.16
+    assert all(inspect.iscoroutinefunction(f) for f in fs)  # TRL 1.0-1.13
+    assert all(_trl_is_async_callable(f) for f in fs)  # TRL 1.14 and later
     kwargs = trl_kwargs()
     assert asyncio.run(fs[0](**kwargs)) == rewards_of(trl_expected(kwargs))
 
