@@ -1,9 +1,9 @@
 """OpenRLHF: `reward_func(queries, prompts, labels)` and a multi-step coding episode.
 
 OpenRLHF imports a reward file by path (`--reward.remote_url reward_func.py`;
-before 0.10.2 `--remote_rm_url`) and calls its `reward_func`: the newest
-releases with one sample per call from many threads at once
-(`asyncio.to_thread`), 0.8-0.9 with a micro-batch per Ray task. The agent path
+before 0.10.2 `--remote_rm_url`) and calls its `reward_func`: 0.9.1 and
+later with one sample per call from many threads at once
+(`asyncio.to_thread`), 0.8.11 and 0.9.0 with a micro-batch per Ray task. The agent path
 (`--train.agent_func_path`; before 0.10.2 `--agent_func_path`) drives a
 `CodingEpisode`. The two files to pass are in `examples/openrlhf/`.
 
