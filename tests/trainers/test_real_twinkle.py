@@ -68,6 +68,17 @@ CODE_COMPLETIONS = [[
 CODE_REWARDS = [1.0, 0.5, -1.0]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _in_tmp(tmp_path_factory):
+    """twinkle's datasets take file locks in `./.locks` (twinkle/utils/parallel.py), one file per map: not in
+    the checkout. (Importing twinkle makes the directory in the working directory all the same: .gitignore.)"""
+    import twinkle.utils.parallel
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(twinkle.utils.parallel, "_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """A tokenizer (byte-level BPE: decodes exactly what it encodes) and a
