@@ -22,18 +22,23 @@ def sample_logs(output: RewardOutput) -> dict[str, float]:
 
     `format_rate` is the format component's `format_ok` when the reward mixes
     one in; otherwise whether the completion held code to run (verdict other
-    than "no_code"). `sandbox_latency_s` is 0.0 when no container ran.
+    than "no_code"). `sandbox_latency_s` is 0.0 when no container ran: for a
+math answer (`kind` "math": math-verify's time is not the sandbox's).
 
     >>> logs = sample_logs(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "duration_s": 0.5}))
     >>> logs["pass_rate"], logs["crash_rate"], logs["format_rate"], logs["sandbox_latency_s"]
     (1.0, 0.0, 1.0, 0.5)
+    >>> sample_logs(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "kind": "math",
+    ...                                                 "duration_s": 0.02}))["sandbox_latency_s"]
+    0.0
     """
     metadata = output.metadata
     verdict = verdict_of(metadata)
     format_ok = find(metadata, "format_ok")
     if format_ok is None:
         format_ok = verdict not in (None, "no_code")
-    duration = find(metadata, "duration_s")
+    # A math answer's duration_s is math-verify's time, not a container's.
+    duration = find(metadata, "duration_s") if find(metadata, "kind") != "math" else None
     return {
         "pass_rate": float(verdict == "passed"),
         "timeout_rate": float(verdict == "timeout"),

@@ -392,6 +392,7 @@ class MathReward(Reward):
 
     def _settle(self, job: _Job, *, passed: bool, shown: str | None, timeout: bool = False, error: str | None = None) -> None:
         metadata: dict[str, Any] = {
+            "kind": "math",  # the label's format, as a code grade's kind
             "verdict": "passed" if passed else "failed",
             "answer": shown[:_SHOWN_CHARS] if shown is not None else None,
             "expected": job.gold[:_SHOWN_CHARS],

@@ -384,6 +384,19 @@ def test_logs_read_a_composite_reward_through_its_components():
                     "sandbox_latency_s": 1.5, "label_error_rate": 0.0}
 
 
+def test_a_math_answer_reports_no_sandbox_latency():
+    """math-verify's time is not a container's: sandbox_latency_s stays 0.0 for math samples."""
+    from rewards.correctness import CorrectnessReward
+
+    reward = CorrectnessReward(sandbox=None)
+    try:
+        result = adapter.OpenRLHFReward(reward)(["Q: 6*7? A: \\boxed{42}"], ["Q: 6*7? A: "], ["42"])
+    finally:
+        reward.close()
+    assert result["rewards"].tolist() == [1.0]
+    assert result["extra_logs"]["sandbox_latency_s"].tolist() == [0.0]
+
+
 # ---- the agent --------------------------------------------------------------------------------------------------
 
 def _fake_openrlhf(monkeypatch, multi_turn: bool = True) -> types.ModuleType:
