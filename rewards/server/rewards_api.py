@@ -37,16 +37,21 @@ class GetRewardRequest(BaseModel):
 class GetRewardResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
-    extra_logs: dict[str, list[float]]
+    extra_logs: dict[str, list[float]] | None = Field(None, description="absent with ?extra_logs=false")
 
 
-@router.post("/get_reward", response_model=GetRewardResponse)
-async def get_reward(body: GetRewardRequest, request: Request,
-                     service: Service = Depends(request_service)) -> GetRewardResponse:
+@router.post("/get_reward", response_model=GetRewardResponse, response_model_exclude_none=True)
+async def get_reward(body: GetRewardRequest, request: Request, service: Service = Depends(request_service),
+                     extra_logs: bool = True) -> GetRewardResponse:
     """Rewards for OpenRLHF's `--reward.remote_url http://host:port/get_reward`.
     Stateless, so a retried request gets the same answer (the one scoring,
     if it is still under way); empty lists (sent to every URL but the first)
-    answer empty lists."""
+    answer empty lists.
+
+    `?extra_logs=false` leaves `extra_logs` out of the answer: OpenRLHF
+    0.8.10 and 0.8.11 `torch.cat` the answers' extra_logs, which JSON lists
+    are not (`update_samples_with_rewards`), and read them only if present.
+    Their client posts to the URL as given, query string and all."""
     service.check_sizes(body.query, "query")
     n = len(body.query)
     prompts = body.prompts or [None] * n
@@ -58,7 +63,7 @@ async def get_reward(body: GetRewardRequest, request: Request,
     numbers = [trainer_numbers(o, f"sample {i} of {n}") for i, o in enumerate(outputs)]
     logs = [sample_logs(o) for o in outputs]
     return GetRewardResponse(rewards=[r for r, _ in numbers], scores=[s for _, s in numbers],
-                             extra_logs={key: [row[key] for row in logs] for key in LOG_KEYS})
+                             extra_logs={key: [row[key] for row in logs] for key in LOG_KEYS} if extra_logs else None)
 
 
 class SampleIn(BaseModel):

@@ -214,3 +214,53 @@ def test_sizes_are_checked_in_bytes():
         svc.check_sizes(["ok", "ééé"], "query")
 
     assert (caught.value.status_code, caught.value.detail) == (413, "query[1] is over the limit of 4 bytes")
+
+
+async def _post(path: str, query: bytes, body: bytes) -> tuple[int, dict]:
+    """One POST through the app (ASGI, no server), with a query string."""
+    import json
+
+    from rewards.server.app import create_app
+
+    sent: list[dict] = []
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    await create_app(service())(scope, receive, send)
+    status = next(m for m in sent if m["type"] == "http.response.start")["status"]
+    return status, json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
+
+
+GET_REWARD_BODY = b'{"query": ["abc", "de"], "prompts": ["", ""], "labels": [null, null]}'
+
+
+def test_get_reward_leaves_extra_logs_out_when_asked():
+    """OpenRLHF 0.8.10-0.8.11 torch.cat the answer's extra_logs when present: ?extra_logs=false."""
+    status, answer = asyncio.run(_post("/get_reward", b"extra_logs=false", GET_REWARD_BODY))
+
+    assert status == 200
+    assert answer == {"rewards": [3.0, 2.0], "scores": [1.0, 1.0]}
+
+
+@pytest.mark.parametrize("query", [b"", b"extra_logs=true"])
+def test_get_reward_sends_extra_logs_by_default(query):
+    status, answer = asyncio.run(_post("/get_reward", query, GET_REWARD_BODY))
+
+    assert status == 200
+    assert (answer["rewards"], answer["scores"]) == ([3.0, 2.0], [1.0, 1.0])
+    assert answer["extra_logs"]["pass_rate"] == [0.0, 0.0] and len(answer["extra_logs"]) > 1
+
+
+def test_get_reward_refuses_an_extra_logs_value_it_cannot_read():
+    status, answer = asyncio.run(_post("/get_reward", b"extra_logs=maybe", GET_REWARD_BODY))
+
+    assert status == 422 and "extra_logs" in answer["detail"]
