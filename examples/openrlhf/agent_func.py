@@ -10,6 +10,7 @@ come from REWARDBOX_* environment variables (README.md).
 """
 
 import asyncio
+import copy
 
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
 
@@ -41,3 +42,12 @@ else:
     class AgentExecutor(MultiTurnAgentExecutor):
         def __init__(self):
             super().__init__(AgentInstance)
+
+        async def execute(self, *args, **kwargs):
+            if not hasattr(self, "agent_instance"):  # 0.9.1.post1 and later: an instance per episode already
+                return await super().execute(*args, **kwargs)
+            # 0.9.1 builds ONE instance in __init__ and runs every episode on it at
+            # once; an episode's steps, prompt and reward paid so far would mix.
+            episode = copy.copy(self)
+            episode.agent_instance = AgentInstance()
+            return await MultiTurnAgentExecutor.execute(episode, *args, **kwargs)

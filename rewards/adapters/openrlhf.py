@@ -392,6 +392,10 @@ class CodingEpisode:
     OpenRLHF sums the `rewards` of all steps and keeps the last `scores`, so
     each step returns the change since the previous one: the episode's total
     is the reward of its last attempt, however many steps the trainer allows.
+
+    An instance holds one episode at a time (its steps, task and reward paid
+    so far). OpenRLHF builds one per episode, except 0.9.1, whose executor
+    runs every episode on one instance: the agent file gives each its own.
     """
 
     def __init__(self, scorer: OpenRLHFReward | None = None, max_steps: int | None = None,

@@ -47,8 +47,9 @@ NO_DEPS: dict[str, str] = {
 # Other releases, each into side/<dist>-<version>/ with --no-deps (the oldest we claim, and
 # those whose behaviour differs).
 SIDE: dict[str, tuple[str, ...]] = {
-    # 0.10.0: the last release that reads `scores or rewards` (0.9.1-0.10.0).
-    "openrlhf": ("0.10.1", "0.10.0", "0.9.10", "0.9.0", "0.8.11"),
+    # 0.10.0: the last release that reads `scores or rewards` (0.9.1-0.10.0); 0.9.1: the only one
+    # whose MultiTurnAgentExecutor runs every episode on one agent instance (0.9.1.post1 fixed it).
+    "openrlhf": ("0.10.1", "0.10.0", "0.9.10", "0.9.1", "0.9.0", "0.8.11"),
     # 1.9.0: the first that names a reward by unwrapping functools.partial; 1.8.0: the last by `__name__`;
     # 0.29.1: `asyncio.iscoroutinefunction`, as 0.27.0 (the first async rewards), the oldest that runs on our transformers.
     "trl": ("1.9.0", "1.8.0", "0.29.1"),

@@ -68,6 +68,16 @@ EPISODES = {
     "stuck: " + PROMPT: [SYNTAX, SYNTAX, SYNTAX],
 }
 
+# Concurrent episodes (OpenRLHF runs every sample of every prompt at once): each prompt twice,
+# as GRPO samples it, with the same script, so both must end alike. (steps, reward, score)
+CONCURRENT = {
+    "fixed: " + PROMPT: [HALF, CORRECT],
+    "stuck: " + PROMPT: [SYNTAX, SYNTAX, SYNTAX],
+    "first: " + PROMPT: [CORRECT],
+}
+CONCURRENT_OUTCOME = {"fixed": (2, 1.0, 1.0), "stuck": (3, -1.0, 0.0), "first": (1, 1.0, 1.0)}
+SHARED_INSTANCE = "0.9.1"  # MultiTurnAgentExecutor builds one agent instance for all episodes (0.9.1.post1 fixed it)
+
 SANDBOX_ENV = {"REWARDBOX_WORKERS": "2", "REWARDBOX_TIMEOUT_S": "20", "REWARDBOX_MAX_STEPS": "3",
                # Ray kills the workers and agent actors that hold a sandbox: no pool to leave behind.
                "REWARDBOX_MODE": "cold", "RAY_AUTH_MODE": "disabled"}
@@ -191,6 +201,18 @@ def test_agent_episodes(version):
         assert stuck["experience"] == {"reward": -1.0, "score": 0.0}
 
 
+@pytest.mark.parametrize("version", [NEWEST, SHARED_INSTANCE])
+def test_concurrent_agent_episodes_keep_their_own_state(version):
+    """Six episodes at once through the release's own `MultiTurnAgentExecutor.execute`
+    (loaded by its `_load_agent_executor`), their steps interleaved, two per prompt.
+    0.9.1 runs them all on ONE agent instance: steps, prompt and reward paid so far
+    mixed (wrong rewards, episodes cut short) until the agent file gave each its own."""
+    result = drive("agent_concurrent", version)
+    got = sorted((e["prompt"].split(":")[0], e["steps"], e["reward"], e["score"]) for e in result["episodes"])
+    assert got == sorted((name, *outcome) for name, outcome in CONCURRENT_OUTCOME.items() for _ in range(2))
+    assert result["shared_instance"] == (version == SHARED_INSTANCE)
+
+
 # ================================================================================================
 # The driver: runs inside the process whose path holds the OpenRLHF release under test.
 # ================================================================================================
@@ -236,6 +258,45 @@ class _LLM:
 
     async def _stream(self, token_ids):
         yield self._next(token_ids)
+
+
+class _ScriptedLLM(_LLM):
+    """The k-th completion of the prompt's script for the k-th attempt (read from
+    the context, so identical prompts run alike in any order), answered after an
+    uneven number of turns of the event loop, so concurrent episodes interleave."""
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        context = self.tokenizer.decode(prompt_token_ids, skip_special_tokens=False)
+        for _ in range(len(context) % 4):
+            await asyncio.sleep(0)
+        prompt = next(p for p in self.left if context.startswith(p))
+        self.contexts[prompt].append(context)
+        text = self.left[prompt][context[len(prompt):].count("<|im_start|>assistant")]
+        ids = self.tokenizer(text + EOS, add_special_tokens=False)["input_ids"]
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids, text=text, finish_reason="stop", logprobs=None)])
+
+
+def _agent_concurrent(tokenizer) -> dict:
+    """0.9.1 and later: the rollout actor's executor (`_load_agent_executor`), every
+    sample of every prompt at once, as the actor's concurrent `generate_responses` run them."""
+    from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
+    from vllm import SamplingParams
+
+    executor = _load_agent_executor(str(AGENT_FILE))
+    llm = _ScriptedLLM(tokenizer, CONCURRENT)
+
+    async def run():
+        episodes = []
+        for prompt in CONCURRENT:
+            params = SamplingParams(max_tokens=1024, logprobs=None)  # one per prompt, as generate_responses gets it
+            episodes += [executor.execute(prompt=prompt, label=LABEL, sampling_params=params, max_length=2048,
+                                          hf_tokenizer=tokenizer, llm_engine=llm) for _ in range(2)]
+        return await asyncio.gather(*episodes)
+
+    outputs = asyncio.run(run())
+    return {"shared_instance": hasattr(executor, "agent_instance"),
+            "episodes": [{"prompt": o["prompt"], "reward": round(float(o["reward"]), 6), "score": float(o["scores"]),
+                          "steps": len(o["action_ranges"])} for o in outputs]}
 
 
 class _Rollout:
@@ -401,6 +462,8 @@ def main(scenario: str, *urls: str) -> dict:
     result: dict = {}
     if scenario == "agent":
         result = _agent(tokenizer) if single_turn else _agent_oldest(tokenizer)
+    elif scenario == "agent_concurrent":
+        result = _agent_concurrent(tokenizer)
     elif scenario == "reward_file":
         calls = {"count": 0, "max_queries": 0}
         if single_turn:

@@ -399,8 +399,10 @@ def test_a_math_answer_reports_no_sandbox_latency():
 
 # ---- the agent --------------------------------------------------------------------------------------------------
 
-def _fake_openrlhf(monkeypatch, multi_turn: bool = True) -> types.ModuleType:
-    """`openrlhf.utils.agent` as OpenRLHF ships it: the base classes, and (newest) MultiTurnAgentExecutor."""
+def _fake_openrlhf(monkeypatch, multi_turn: bool = True, shared: bool = False) -> types.ModuleType:
+    """`openrlhf.utils.agent` as OpenRLHF ships it: the base classes, and (newest)
+    MultiTurnAgentExecutor, whose `execute` runs the episode on an instance of its
+    own (0.9.1.post1 and later) or, `shared`, on the one built in `__init__` (0.9.1)."""
     agent = types.ModuleType("openrlhf.utils.agent")
 
     class AgentInstanceBase(ABC):
@@ -424,7 +426,26 @@ def _fake_openrlhf(monkeypatch, multi_turn: bool = True) -> types.ModuleType:
         class MultiTurnAgentExecutor(AgentExecutorBase):
             def __init__(self, agent_instance_cls):
                 assert issubclass(agent_instance_cls, AgentInstanceBase)
-                self.agent_instance_cls = agent_instance_cls
+                if shared:
+                    self.agent_instance = agent_instance_cls()
+                else:
+                    self.agent_instance_cls = agent_instance_cls
+
+            async def execute(self, prompt, label, llm_engine):
+                """The loop of 0.9.1's `execute`, in text (no tokenizer, no length budget)."""
+                instance = self.agent_instance if shared else self.agent_instance_cls()
+                observation = (await instance.reset({"observation": prompt, "label": label}))["observation"]
+                total_reward, final_scores, steps = 0, 0, 0
+                while True:
+                    action = await llm_engine(observation)
+                    result = await instance.step({"observation_text": observation, "action_text": action,
+                                                  "label": label, "sampling_params": "params"})
+                    steps += 1
+                    total_reward += result["rewards"].item()
+                    final_scores = result.get("scores", total_reward)
+                    observation = observation + action + result["environment_feedback"]
+                    if result["done"]:
+                        return {"prompt": prompt, "reward": total_reward, "scores": final_scores, "steps": steps}
 
         agent.MultiTurnAgentExecutor = MultiTurnAgentExecutor
     package, utils = types.ModuleType("openrlhf"), types.ModuleType("openrlhf.utils")
@@ -506,6 +527,29 @@ def test_an_unusable_label_ends_the_episode_at_once_with_no_reward(agent_file):
 def test_our_failure_in_a_step_is_raised(agent_file):
     with pytest.raises(EngineUnavailable):
         asyncio.run(_episode(agent_file.AgentExecutor(), PROMPT, LABEL, ["ENGINE_DOWN"]))
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one instance (0.9.1)", "an instance per episode"])
+def test_concurrent_episodes_keep_their_own_steps_and_rewards(fake, monkeypatch, shared):
+    """OpenRLHF 0.9.1 runs every episode at once on the one instance its
+    executor built; each must still end with its own reward, score and steps."""
+    _fake_openrlhf(monkeypatch, shared=shared)
+    executor = _load(EXAMPLES / "agent_func.py", "agent_module").AgentExecutor()
+    scripts = {"fixed: ": ["HALF", "PASS"], "stuck: ": ["CRASH", "CRASH", "CRASH"], "first: ": ["PASS"]}
+
+    async def llm(observation: str) -> str:
+        for _ in range(len(observation) % 5):  # steps interleave unevenly
+            await asyncio.sleep(0)
+        prefix = observation.split(":")[0] + ": "
+        return f"```python\n# {scripts[prefix][observation.count('<|im_start|>assistant') - 1]}\n```<|im_end|>"
+
+    async def run():
+        prompts = [prefix + PROMPT for prefix in scripts for _ in range(2)]  # GRPO: each prompt twice
+        return await asyncio.gather(*[executor.execute(p, LABEL, llm) for p in prompts])
+
+    results = asyncio.run(run())
+    got = sorted((r["prompt"].split(":")[0], r["steps"], round(r["reward"], 6), r["scores"].item()) for r in results)
+    assert got == [("first", 1, 1.0, 1.0)] * 2 + [("fixed", 2, 1.0, 1.0)] * 2 + [("stuck", 3, -1.0, 0.0)] * 2
 
 
 def test_earlier_releases_get_an_executor_that_takes_the_trainers_arguments(fake, monkeypatch):
