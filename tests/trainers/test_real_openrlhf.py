@@ -162,20 +162,26 @@ def test_http_client_older_single_turn(serve_url, version):
     assert _rows(result) == _expected(FIRST_BATCH)
 
 
-@pytest.mark.parametrize("version", BATCHED)
-def test_http_client_batched(serve_url, version):
+@pytest.mark.parametrize(("version", "query"), [("0.9.0", ""), (OLDEST, "?extra_logs=false")])
+def test_http_client_batched(serve_url, version, query):
     """Up to 0.9.0: `remote_rm_fn_ray` in a Ray task, one request per URL for
-    the batch, then `update_samples_with_rewards`. 0.8.11 cannot take any
-    server's `extra_logs` there (`torch.cat` of JSON lists; OpenRLHF's own
-    serve_rm sends them too; 0.9.0 added `torch.as_tensor`): on 0.8.x use the
-    reward file (README)."""
-    result = drive("http", version, f"{serve_url}/get_reward")
+    the batch, then `update_samples_with_rewards`. 0.8.11 passes the URL to
+    `requests.post` as given and reads `extra_logs` only when present, so
+    `?extra_logs=false` leaves them out and the rewards and scores through."""
+    result = drive("http", version, f"{serve_url}/get_reward{query}")
     assert result["received"] == [list(OUTCOME[c]) for c in GROUPS["A: " + PROMPT]]
     assert result["calls"] == {"count": 1, "max_queries": 3}
-    if version == OLDEST:
-        assert "expected Tensor" in result["update_error"]
-    else:
-        assert _rows(result) == _expected(["A: " + PROMPT])
+    assert "update_error" not in result
+    assert _rows(result) == _expected(["A: " + PROMPT])
+    assert [s.get("pass_rate") for s in result["samples"]] == ([None] * 3 if query else [1.0, 0.0, 0.0])
+
+
+def test_http_client_oldest_cannot_take_extra_logs(serve_url):
+    """Without the query, 0.8.11 fails: it `torch.cat`s the answer's extra_logs,
+    JSON lists (OpenRLHF's own serve_rm sends them too; 0.9.0 added `torch.as_tensor`)."""
+    result = drive("http", OLDEST, f"{serve_url}/get_reward")
+    assert result["received"] == [list(OUTCOME[c]) for c in GROUPS["A: " + PROMPT]]
+    assert "expected Tensor" in result["update_error"]
 
 
 # -- (c) the agent --------------------------------------------------------------------------------
@@ -407,11 +413,13 @@ def _remote_reward_model(remote_rm_url, tokenizer) -> dict:
         update_samples_with_rewards(rewards_info, samples_list)
     except TypeError as exc:  # JSON lists in extra_logs: torch.cat wants tensors
         return {"calls": calls, "received": received, "update_error": str(exc)}
-    rows = [(r, s, pass_) for batch in samples_list for r, s, pass_ in
-            zip(batch.rewards.tolist(), batch.scores.tolist(), batch.info["pass_rate"].tolist())]
+    rows = [(r, s) for batch in samples_list for r, s in zip(batch.rewards.tolist(), batch.scores.tolist())]
+    # extra_logs, when the answer holds them
+    logs = [{k: batch.info[k][i].item() for k in ("pass_rate",) if k in batch.info}
+            for batch in samples_list for i in range(len(batch.sequences))]
     return {"calls": calls, "received": received,
-            "samples": [{"prompt": prompt, "completion": c, "reward": r, "score": s, "pass_rate": p}
-                        for c, (r, s, p) in zip(completions, rows)]}
+            "samples": [{"prompt": prompt, "completion": c, "reward": r, "score": s, **log}
+                        for c, (r, s), log in zip(completions, rows, logs)]}
 
 
 def _agent_oldest(tokenizer) -> dict:
