@@ -175,30 +175,38 @@ class ContainerEnd(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     exit_code: int | None = None  # None: no "die" event seen
-    oom_killed: bool = False
+    oom_at: tuple[float, ...] = ()  # Unix times of its "oom" events: a pooled container outlives a run's OOM kill
     finished_at: float = float("inf")  # Unix time of the "die" event
     stopped_from_outside: bool = False  # a kill or stop the engine was asked for
+
+    def oom_since(self, t: float) -> bool:
+        """Whether memory ran out at or after `t` (a run's start), not in an earlier run."""
+        return any(at >= t for at in self.oom_at)
 
 
 def container_end(events: list[dict]) -> ContainerEnd:
     """A container's end from its events (as `APIClient.events(decode=True)` yields them).
 
-    >>> container_end([{"Action": "oom"}, {"Action": "die", "timeNano": 1500000000,
-    ...                 "Actor": {"Attributes": {"exitCode": "137"}}}])
-    ContainerEnd(exit_code=137, oom_killed=True, finished_at=1.5, stopped_from_outside=False)
+    >>> end = container_end([{"Action": "oom", "timeNano": 1200000000}, {"Action": "die", "timeNano": 1500000000,
+    ...                      "Actor": {"Attributes": {"exitCode": "137"}}}])
+    >>> end
+    ContainerEnd(exit_code=137, oom_at=(1.2,), finished_at=1.5, stopped_from_outside=False)
+    >>> end.oom_since(1.0), end.oom_since(1.3)
+    (True, False)
     """
-    end: dict = {}
+    end: dict = {"oom_at": []}
     for event in events:
         action = event.get("Action") or event.get("status")
+        at = int(event.get("timeNano") or 0) / 1e9 or float(event.get("time") or "inf")
         if action == "die":
             code = ((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
             end["exit_code"] = int(code) if str(code).lstrip("-").isdigit() else None
-            end["finished_at"] = int(event.get("timeNano") or 0) / 1e9 or float(event.get("time") or "inf")
+            end["finished_at"] = at
         elif action == "oom":
-            end["oom_killed"] = True
+            end["oom_at"].append(at)
         elif action in ("kill", "stop"):
             end["stopped_from_outside"] = True
-    return ContainerEnd(**end)
+    return ContainerEnd(**{**end, "oom_at": tuple(end["oom_at"])})
 
 
 class DockerEngine:

@@ -327,11 +327,13 @@ class PooledSandbox(Sandbox):
             end, killed_late = self.engine.ended(container.id, since=container.created_at, timeout_s=30)
             # Its harness is pid 1, which the code cannot kill: a container that
             # ended under a run died of memory, or was stopped from outside (an
-            # idle one, say, before this run came).
-            if ended and not (killed_late or end.oom_killed) and (end.finished_at < sent_at
-                                                                  or end.stopped_from_outside):
-                raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside "
-                                    f"(exit code {end.exit_code})")
+            # idle one, say, before this run came), or went down with an earlier
+            # run's memory (the container outlives an OOM kill; its events keep it).
+            oom_in_run = end.oom_since(sent_at)
+            if ended and not killed_late and not oom_in_run and (
+                    end.finished_at < sent_at or end.stopped_from_outside or end.oom_at):
+                raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside, "
+                                    f"or by an earlier run's memory (exit code {end.exit_code})")
         finally:
             self._remove_in_background(container)
             self._replenish(limits)
@@ -341,7 +343,7 @@ class PooledSandbox(Sandbox):
         # container that ended on SIGKILL under a run, not from outside, died of memory.
         died_of_memory = ended and not killed_late and end.exit_code == 137
         return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
-                                       oom_killed=end.oom_killed or died_of_memory,
+                                       oom_killed=oom_in_run or died_of_memory,
                                        exit_code=end.exit_code, stderr=stderr))
 
     @staticmethod

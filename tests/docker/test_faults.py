@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,11 +22,12 @@ from add_task import LABEL
 
 from rewards import CodeReward
 from rewards.base import Sample
-from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, RuntimeMissing, Sandbox
+from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Limits, RunRequest, RuntimeMissing, Sandbox, Verdict
 from sandbox.engine import DockerEngine
 from sandbox.modes import MODES, make_sandbox
 
 RIGHT = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a + b\n"
+TESTS = {"test_solution.py": "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
 WRONG = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a - b\n"  # passes test_zero only
 
 
@@ -198,3 +200,23 @@ def test_engine_disk_nearly_full_then_full(private_engine):
 def test_a_runtime_the_engine_does_not_know_names_make_gvisor():
     with pytest.raises(RuntimeMissing, match="no runtime 'runsc-missing'"):
         Sandbox(runtime="runsc-missing", sweep=False)
+
+
+def test_an_earlier_runs_memory_is_not_charged_to_the_next_run(docker_client):
+    """A pooled container outlives a run's OOM kill, and the engine's events keep
+    that "oom". A later run whose container goes down under it (its init killed
+    from the host here) is run again on another container: it did not run out
+    of memory, the earlier run did."""
+    limits = Limits(timeout_s=20, memory_mb=128)
+    with make_sandbox("pooled", max_containers=1, retry_s=60) as box:
+        bomb = box.run(RunRequest(files={"solution.py": "chunks = [bytearray(2**20) for _ in range(10**4)]\n"},
+                                  tests=TESTS, limits=limits))
+        assert bomb.verdict is Verdict.OUT_OF_MEMORY
+        (survivor,) = box.warm_ids()  # the same container, kept: an OOM kill is no reason to give it up
+        init = docker_client.api.inspect_container(survivor)["State"]["Pid"]
+        killer = threading.Timer(1.0, os.kill, (init, signal.SIGKILL))
+        killer.start()
+        slow = box.run(RunRequest(files={"solution.py": RIGHT.format(pause=3)}, tests=TESTS, limits=limits))
+        killer.join()
+        assert slow.verdict is Verdict.PASSED, slow
+        assert box.stats().run_retries >= 1
