@@ -78,9 +78,10 @@ CONCURRENT = {
 CONCURRENT_OUTCOME = {"fixed": (2, 1.0, 1.0), "stuck": (3, -1.0, 0.0), "first": (1, 1.0, 1.0)}
 SHARED_INSTANCE = "0.9.1"  # MultiTurnAgentExecutor builds one agent instance for all episodes (0.9.1.post1 fixed it)
 
+# The default sandbox mode (pooled), as users run it: Ray kills the agent actors (0.8.11, 0.9.0: one
+# per episode) and, at shutdown, the workers that hold a pool; its containers go with them.
 SANDBOX_ENV = {"REWARDBOX_WORKERS": "2", "REWARDBOX_TIMEOUT_S": "20", "REWARDBOX_MAX_STEPS": "3",
-               # Ray kills the workers and agent actors that hold a sandbox: no pool to leave behind.
-               "REWARDBOX_MODE": "cold", "RAY_AUTH_MODE": "disabled"}
+               "RAY_AUTH_MODE": "disabled"}
 
 
 def drive(scenario: str, version: str, *urls: str) -> dict:
