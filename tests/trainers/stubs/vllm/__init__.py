@@ -1,6 +1,8 @@
 """Stub of vllm (see STUBS in tests/trainers/environment.py): OpenRLHF imports it at
 module level on the reward and agent paths; the tests stand in for the LLM itself."""
 
+from _placeholders import placeholders
+
 __version__ = "0.0.0+stub"
 
 
@@ -13,11 +15,4 @@ class SamplingParams:
         self.__dict__.update(fields)
 
 
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return type(name, (), {"__init__": _unavailable})
-
-
-def _unavailable(*args, **kwargs):
-    raise RuntimeError("vllm is a stub in the trainers tier (no GPU here)")
+__getattr__ = placeholders(__name__)
