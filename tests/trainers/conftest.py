@@ -97,3 +97,17 @@ def _tail(log, chars: int = 4000) -> str:
     log.flush()
     log.seek(0)
     return log.read()[-chars:]
+
+
+def byte_level_bpe(texts: list[str], special_tokens: list[str], vocab_size: int = 400, **named_tokens: str):
+    """A byte-level BPE tokenizer (as Qwen's: decodes exactly what it encodes),
+    trained here on `texts` (no hub); `named_tokens` are `eos_token=` and the like."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **named_tokens)

@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.trainers.conftest import release_env, rewardbox_serve
+from tests.trainers.conftest import byte_level_bpe, release_env, rewardbox_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 REWARD_FILE = ROOT / "examples" / "openrlhf" / "reward_func.py"
@@ -225,17 +225,8 @@ def test_concurrent_agent_episodes_keep_their_own_state(version):
 # ================================================================================================
 
 def _tokenizer():
-    """A byte-level BPE tokenizer (as Qwen's) with chatml's special tokens, built here (no hub)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS, "<|im_start|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([PROMPT, CORRECT, HALF, SYNTAX], trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
+    """chatml's special tokens, trained on this file's texts."""
+    return byte_level_bpe([PROMPT, CORRECT, HALF, SYNTAX], [EOS, "<|im_start|>"], eos_token=EOS)
 
 
 class _LLM:

@@ -15,8 +15,7 @@ import copy
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, PreTrainedTokenizerFast
+from transformers import LlamaConfig
 from twinkle.advantage import GRPOAdvantage
 from twinkle.data_format import Message, Trajectory, pack_value
 from twinkle.dataset import Dataset, DatasetMeta
@@ -25,6 +24,7 @@ from twinkle.template import Template
 
 from rewards.adapters.twinkle import TwinkleReward, grpo_advantage
 from rewards.correctness import CorrectnessReward
+from tests.trainers.conftest import byte_level_bpe
 
 G = 3  # completions per prompt
 
@@ -84,13 +84,8 @@ def model_dir(tmp_path_factory):
     """A tokenizer (byte-level BPE: decodes exactly what it encodes) and a
     config, all that `Template` loads from a model directory."""
     path = tmp_path_factory.mktemp("tiny-model")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(["def add(a, b): return a + b", "\\boxed{42}"], trainers.BpeTrainer(
-        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<|im_start|>", "<|im_end|>", "<|endoftext|>"]))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast = byte_level_bpe(["def add(a, b): return a + b", "\\boxed{42}"], ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
+                          vocab_size=300, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)
     LlamaConfig(vocab_size=300, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=1,

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 import verl
 from sandbox.engine import owner_alive
-from tests.trainers.conftest import rewardbox_serve
+from tests.trainers.conftest import byte_level_bpe, rewardbox_serve
 from verl import DataProto
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker, migrate_legacy_reward_impl
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
@@ -57,17 +57,9 @@ KEYS = ["score", "acc", "pass_rate", "unscorable", "duration_s", "verdict"]
 def tokenizer_dir(tmp_path_factory) -> Path:
     """A byte-level BPE tokenizer built here (no hub), saved where verl's
     `hf_tokenizer` loads it from, as it loads a model's."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS, "<|pad|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator([PROMPT, CORRECT, WRONG, SYNTAX], trainer)
     path = tmp_path_factory.mktemp("tokenizer")
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token="<|pad|>").save_pretrained(path)
+    byte_level_bpe([PROMPT, CORRECT, WRONG, SYNTAX], [EOS, "<|pad|>"], eos_token=EOS,
+                   pad_token="<|pad|>").save_pretrained(path)
     return path
 
 
