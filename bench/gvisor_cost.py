@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from rewards import CodeReward, Sample
-from sandbox import Sandbox
+from rewardbox.rewards import CodeReward, Sample
+from rewardbox.sandbox import Sandbox
 
 ROOT = Path(__file__).parents[1]
 RUNTIMES = {"runc": None, "runsc": "runsc"}  # None: the engine's default

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewards import CodeReward, Sample  # noqa: E402
-from rewards.extract import extract_code  # noqa: E402
+from rewardbox.rewards import CodeReward, Sample  # noqa: E402
+from rewardbox.rewards.extract import extract_code  # noqa: E402
 
 F = "def f(x):\n    return x + 1\n"
 CHECK = {"test": "def check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "f", "prompt": "def f(x):\n"}

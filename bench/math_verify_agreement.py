@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).parent))
 
 import math_verify_cases  # noqa: E402
-from rewards.base import Sample  # noqa: E402
-from rewards.math import MathConfig, MathReward  # noqa: E402
+from rewardbox.rewards.base import Sample  # noqa: E402
+from rewardbox.rewards.math import MathConfig, MathReward  # noqa: E402
 
 
 def load_cases(sdist: Path | None = None) -> list[dict[str, Any]]:

@@ -40,9 +40,9 @@ def main() -> None:
     os.environ["REWARDBOX_MODE"] = args.mode
     data = samples(args.samples)
 
-    from rewards import CorrectnessReward, Sample
-    from sandbox import Limits
-    from sandbox.modes import make_sandbox
+    from rewardbox.rewards import CorrectnessReward, Sample
+    from rewardbox.sandbox import Limits
+    from rewardbox.sandbox.modes import make_sandbox
 
     with make_sandbox(args.mode, max_containers=args.workers, limits=Limits()) as sandbox:
         reward = CorrectnessReward(sandbox)

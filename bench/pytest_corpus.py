@@ -48,7 +48,7 @@ RESULTS = Path(__file__).parent / "results" / "pytest_corpus.json"
 def option_support() -> str:
     """'supported', 'ignored' or 'rejected': what this code does with a pytest
     label's `in_process`."""
-    from rewards.labels import LabelError, PytestLabel, parse_label
+    from rewardbox.rewards.labels import LabelError, PytestLabel, parse_label
 
     if "in_process" in PytestLabel.model_fields:
         return "supported"
@@ -156,8 +156,8 @@ def main() -> int:
                              "that counts only Test* classes rejects those modules as holding no tests")
     args = parser.parse_args()
 
-    from rewards import CodeReward, Sample
-    from sandbox.modes import make_sandbox
+    from rewardbox.rewards import CodeReward, Sample
+    from rewardbox.sandbox.modes import make_sandbox
 
     support = option_support()
     paths = {"auto": ("out", "in") if support == "supported" else ("out",), "both": ("out", "in"),

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests" / "docker"))  # the load test's mix and it
 from server import running_server  # noqa: E402
 from test_service_load import HONEST_CODE, LIMITS, SETTINGS, load_plan, run_load, wrong_answers  # noqa: E402
 
-from sandbox import Sandbox  # noqa: E402
+from rewardbox.sandbox import Sandbox  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -58,11 +58,11 @@ sys.path.insert(0, str(ROOT / "tests" / "docker"))  # the add(a, b) task most do
 
 from add_task import LABEL as PYTEST  # noqa: E402
 
-from rewards import CodeReward, RewardOutput, Sample  # noqa: E402
-from sandbox import Limits, Verdict  # noqa: E402
-from sandbox.engine import OWNER_LABEL, DockerEngine, owner_alive  # noqa: E402
-from sandbox.modes import DEFAULT_MODE, MODES, make_sandbox  # noqa: E402
-from sandbox.runner import DEFAULT_MAX_CONTAINERS  # noqa: E402
+from rewardbox.rewards import CodeReward, RewardOutput, Sample  # noqa: E402
+from rewardbox.sandbox import Limits, Verdict  # noqa: E402
+from rewardbox.sandbox.engine import OWNER_LABEL, DockerEngine, owner_alive  # noqa: E402
+from rewardbox.sandbox.modes import DEFAULT_MODE, MODES, make_sandbox  # noqa: E402
+from rewardbox.sandbox.runner import DEFAULT_MAX_CONTAINERS  # noqa: E402
 
 MIB = 1 << 20
 HONEST_WRONG_REWARD = 0.0  # what a wrong answer that runs earns: no hostile sample may earn more

@@ -1,16 +1,16 @@
 """Turning completions into rewards: label formats, the code, math, format and
-length rewards, composition, the registry, and (in `rewards.adapters`) the
+length rewards, composition, the registry, and (in `rewardbox.adapters`) the
 trainers' interfaces."""
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.code import CodeReward
-from rewards.composite import CompositeReward
-from rewards.correctness import CorrectnessReward
-from rewards.expected import ExpectedTests, expected_tests
-from rewards.extract import extract_code, strip_completion
-from rewards.format import FormatReward, FormatSpec
-from rewards.grade import Grade, grade, grade_no_code
-from rewards.labels import (
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.code import CodeReward
+from rewardbox.rewards.composite import CompositeReward
+from rewardbox.rewards.correctness import CorrectnessReward
+from rewardbox.rewards.expected import ExpectedTests, expected_tests
+from rewardbox.rewards.extract import extract_code, strip_completion
+from rewardbox.rewards.format import FormatReward, FormatSpec
+from rewardbox.rewards.grade import Grade, grade, grade_no_code
+from rewardbox.rewards.labels import (
     AssertLabel,
     CallLabel,
     CheckLabel,
@@ -21,10 +21,10 @@ from rewards.labels import (
     StdioLabel,
     parse_label,
 )
-from rewards.length import LengthReward, LengthSpec
-from rewards.math import MathConfig, MathReward, extract_answer
-from rewards.policy import GradingPolicy
-from rewards.registry import FunctionReward, Registry, UnknownRewardError, configured_registry, resolve, reward
+from rewardbox.rewards.length import LengthReward, LengthSpec
+from rewardbox.rewards.math import MathConfig, MathReward, extract_answer
+from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.rewards.registry import FunctionReward, Registry, UnknownRewardError, configured_registry, resolve, reward
 
 __all__ = [
     "AssertLabel",

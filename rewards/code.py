@@ -5,12 +5,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.grade import Grade, grade, grade_no_code
-from rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
-from rewards.policy import GradingPolicy
-from rewards.safe_json import plain
-from sandbox import LazySandbox, Limits, Sandbox, SandboxError
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.grade import Grade, grade, grade_no_code
+from rewardbox.rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
+from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.rewards.safe_json import plain
+from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxError
 
 T = TypeVar("T")
 U = TypeVar("U")

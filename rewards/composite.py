@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 
 class CompositeReward(Reward):

@@ -3,11 +3,11 @@ go to the math checker. One reward for a mixed dataset."""
 
 from concurrent.futures import Future
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.code import CodeReward
-from rewards.labels import MathLabel, parse_label
-from rewards.policy import GradingPolicy
-from sandbox import LazySandbox, Limits, Sandbox
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.code import CodeReward
+from rewardbox.rewards.labels import MathLabel, parse_label
+from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.sandbox import LazySandbox, Limits, Sandbox
 
 
 class CorrectnessReward(Reward):
@@ -24,7 +24,7 @@ class CorrectnessReward(Reward):
     @property
     def math(self) -> Reward:
         if self._math is None:
-            from rewards.math import MathReward
+            from rewardbox.rewards.math import MathReward
 
             self._math = MathReward()
         return self._math

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from rewards.syntax import parse
-from sandbox import Outcome, TestResult
+from rewardbox.rewards.syntax import parse
+from rewardbox.sandbox import Outcome, TestResult
 
 TestKey = tuple[str | None, str]  # (class name or None, function name)
 

@@ -30,7 +30,7 @@ import bisect
 import re
 from collections.abc import Iterable
 
-from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
+from rewardbox.rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 
 _ROLE = r"[A-Za-z_]{1,20}"
 # A turn header names the role of the message that follows: ChatML (Qwen), Llama 3,

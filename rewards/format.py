@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 # Private regexes shared on purpose: the format check removes exactly the
 # tokens that code extraction removes, but keeps the reasoning.
-from rewards.extract import strip_completion
+from rewardbox.rewards.extract import strip_completion
 
 # Chat templates of reasoning models (DeepSeek-R1, Qwen3) end the prompt with
 # "<think>": the model's text then starts inside the reasoning.

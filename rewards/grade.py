@@ -3,9 +3,9 @@ the grader expected and the policy."""
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rewards.expected import ExpectedTests
-from rewards.policy import GradingPolicy
-from sandbox import RunResult, TestResult, Verdict
+from rewardbox.rewards.expected import ExpectedTests
+from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.sandbox import RunResult, TestResult, Verdict
 
 
 class Grade(BaseModel):

@@ -24,11 +24,11 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rewards.expected import ExpectedTests, expected_tests
-from rewards.extract import extract_code, strip_completion
-from rewards.safe_json import MAX_JSON_DEPTH, JSONTooDeep, deeper_than, loads
-from rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
-from sandbox import Limits, RunRequest
+from rewardbox.rewards.expected import ExpectedTests, expected_tests
+from rewardbox.rewards.extract import extract_code, strip_completion
+from rewardbox.rewards.safe_json import MAX_JSON_DEPTH, JSONTooDeep, deeper_than, loads
+from rewardbox.rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
+from rewardbox.sandbox import Limits, RunRequest
 
 SOLUTION_FILE = "solution.py"
 TEST_FILE = "test_solution.py"

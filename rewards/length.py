@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.extract import strip_completion
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.extract import strip_completion
 
 
 class LengthSpec(BaseModel):

@@ -17,10 +17,10 @@ from typing import Any
 
 import uvicorn
 
-from sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
-from sandbox.engine import DockerEngine
-from sandbox.modes import make_sandbox
-from sandbox.runner import DEFAULT_MAX_CONTAINERS
+from rewardbox.sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
+from rewardbox.sandbox.engine import DockerEngine
+from rewardbox.sandbox.modes import make_sandbox
+from rewardbox.sandbox.runner import DEFAULT_MAX_CONTAINERS
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def _quiet_while_stopping() -> Iterator[None]:
         args = record.args if isinstance(record.args, tuple) else ()
         return not any(isinstance(arg, (Stopped, ContainerLost, OSError)) for arg in args)
 
-    loggers = [logging.getLogger(name) for name in ("sandbox.pool", "sandbox.runner")]
+    loggers = [logging.getLogger(name) for name in ("rewardbox.sandbox.pool", "rewardbox.sandbox.runner")]
     for logger in loggers:
         logger.addFilter(not_of_the_stop)
     try:

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rewards.base import RewardOutput
-from rewards.policy import CRASHES
+from rewardbox.rewards.base import RewardOutput
+from rewardbox.rewards.policy import CRASHES
 
 log = logging.getLogger(__name__)
 

@@ -52,9 +52,9 @@ from typing import Any
 from pebble import ProcessExpired, ProcessFuture, ProcessPool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rewards.base import Reward, RewardOutput, Sample, done
-from rewards.extract import strip_completion
-from rewards.labels import LabelError, MathLabel, parse_label
+from rewardbox.rewards.base import Reward, RewardOutput, Sample, done
+from rewardbox.rewards.extract import strip_completion
+from rewardbox.rewards.labels import LabelError, MathLabel, parse_label
 
 __all__ = ["MathConfig", "MathReward", "extract_answer"]
 

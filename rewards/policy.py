@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox import Verdict
+from rewardbox.sandbox import Verdict
 
 CRASHES = frozenset({
     Verdict.SYNTAX_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,

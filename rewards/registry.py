@@ -22,14 +22,14 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.composite import CompositeReward
-from rewards.format import FormatReward
-from rewards.length import LengthReward
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.composite import CompositeReward
+from rewardbox.rewards.format import FormatReward
+from rewardbox.rewards.length import LengthReward
 
 if TYPE_CHECKING:
-    from rewards.policy import GradingPolicy
-    from sandbox import LazySandbox, Limits, Sandbox
+    from rewardbox.rewards.policy import GradingPolicy
+    from rewardbox.sandbox import LazySandbox, Limits, Sandbox
 
 # "=", "," and "#" have meanings in specs and composite names.
 _NAME = re.compile(r"[^\s=,#]+")
@@ -262,17 +262,17 @@ def register_builtins(registry: Registry, sandbox: "Sandbox | LazySandbox | None
     registry.register("length", LengthReward)
 
     def code() -> Reward:
-        from rewards.code import CodeReward
+        from rewardbox.rewards.code import CodeReward
 
         return CodeReward(sandbox, policy, limits)
 
     def math_reward() -> Reward:
-        from rewards.math import MathReward
+        from rewardbox.rewards.math import MathReward
 
         return MathReward()
 
     def correctness() -> Reward:
-        from rewards.correctness import CorrectnessReward
+        from rewardbox.rewards.correctness import CorrectnessReward
 
         return CorrectnessReward(code=registry.get("code"), math=registry.get("math"))  # type: ignore[arg-type]
 

@@ -36,8 +36,8 @@ import enum
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox import Limits, RunRequest, RunResult, Verdict
-from sandbox.models import MAX_PROGRAM_OUTPUT_BYTES
+from rewardbox.sandbox import Limits, RunRequest, RunResult, Verdict
+from rewardbox.sandbox.models import MAX_PROGRAM_OUTPUT_BYTES
 
 LANGUAGES = ("python", "python3")
 CODE_FILE = "main.py"

@@ -1,10 +1,9 @@
 """Running untrusted code and its tests in hardened, single-use Docker containers."""
 
-__version__ = "0.1.0"
-
-from sandbox.errors import ClusterUnavailable, ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
-from sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
-from sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
+from rewardbox import __version__
+from rewardbox.sandbox.errors import ClusterUnavailable, ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
+from rewardbox.sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
 
 __all__ = [
     "ClusterUnavailable",

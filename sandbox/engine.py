@@ -35,8 +35,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
-from sandbox.models import Limits
+from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
+from rewardbox.sandbox.models import Limits
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

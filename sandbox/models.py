@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_PATH_DEPTH = 8
 # A program's output and fetched files come back base64 in the harness's report,
-# which is at most 8 MiB (sandbox.protocol.MAX_REPORT_BYTES): 4/3 of 2 MiB
+# which is at most 8 MiB (rewardbox.sandbox.protocol.MAX_REPORT_BYTES): 4/3 of 2 MiB
 # fits, with room for the rest of the report.
 MAX_PROGRAM_OUTPUT_BYTES = 2 << 20
 
@@ -186,7 +186,7 @@ class TestResult(Frozen):
 class RunResult(Frozen):
     """Everything known about one run. `tests` are the tests pytest reported;
     the grader matches them against the tests it expected. Text that came from
-    the container is valid UTF-8 and cut to `sandbox.protocol.TEXT_CAPS`."""
+    the container is valid UTF-8 and cut to `rewardbox.sandbox.protocol.TEXT_CAPS`."""
 
     verdict: Verdict
     tests: tuple[TestResult, ...] = ()

@@ -10,9 +10,9 @@
 
 from typing import Any
 
-from sandbox.models import Limits
-from sandbox.pool import DEFAULT_REUSE, PooledSandbox
-from sandbox.runner import Sandbox
+from rewardbox.sandbox.models import Limits
+from rewardbox.sandbox.pool import DEFAULT_REUSE, PooledSandbox
+from rewardbox.sandbox.runner import Sandbox
 
 MODES = ("pooled", "fresh", "cold")
 DEFAULT_MODE = "pooled"
@@ -34,7 +34,7 @@ def make_sandbox(mode: str = DEFAULT_MODE, reuse: int | None = None, limits: Lim
         raise ValueError(f"unknown sandbox mode {mode!r} (modes: {', '.join(MODES)})")
     if ray:
         try:
-            from sandbox.ray_backend import RaySandbox
+            from rewardbox.sandbox.ray_backend import RaySandbox
         except ImportError as exc:
             raise ImportError(f"the Ray backend needs Ray: pip install 'rewardbox[ray]' ({exc})") from exc
         return RaySandbox(ray, mode=mode, reuse=reuse, limits=limits, **options)  # type: ignore[return-value]

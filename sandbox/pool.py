@@ -29,11 +29,11 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from sandbox.errors import ContainerLost, HarnessError, SandboxError
-from sandbox.models import Limits, RunRequest, RunResult
-from sandbox.protocol import encode_request, new_nonce, parse_report
-from sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
-from sandbox.verdict import ContainerFacts, judge
+from rewardbox.sandbox.errors import ContainerLost, HarnessError, SandboxError
+from rewardbox.sandbox.models import Limits, RunRequest, RunResult
+from rewardbox.sandbox.protocol import encode_request, new_nonce, parse_report
+from rewardbox.sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
+from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import json
 import re
 import secrets
 
-from sandbox.models import RunRequest
+from rewardbox.sandbox.models import RunRequest
 
 REPORT_PREFIX = b"RBREPORT "
 # The longest report line the supervisor writes (its own MAX_REPORT_BYTES): it

@@ -1,6 +1,6 @@
 """The sandbox on a Ray cluster: `RaySandbox` has `Sandbox`'s interface and
 runs each request on a sandbox worker, a Ray actor driving its own node's
-Docker engine with the single-machine sandbox (any mode, sandbox.modes).
+Docker engine with the single-machine sandbox (any mode, rewardbox.sandbox.modes).
 
 Workers go to the nodes that advertise the custom resource `rewardbox_sandbox`
 (`ray start --resources='{"rewardbox_sandbox": 1}'`): the nodes with an engine
@@ -44,10 +44,10 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sandbox.engine import EngineProbe
-from sandbox.errors import ClusterUnavailable, EngineUnavailable, SandboxError
-from sandbox.models import Limits, RunRequest, RunResult
-from sandbox.runner import DEFAULT_IMAGE, SandboxStats
+from rewardbox.sandbox.engine import EngineProbe
+from rewardbox.sandbox.errors import ClusterUnavailable, EngineUnavailable, SandboxError
+from rewardbox.sandbox.models import Limits, RunRequest, RunResult
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, SandboxStats
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class SandboxWorker:
     options, driven concurrently (an async actor: each call awaits its run)."""
 
     def __init__(self, options: dict[str, Any]):
-        from sandbox.modes import make_sandbox
+        from rewardbox.sandbox.modes import make_sandbox
 
         options = dict(options)
         options.setdefault("max_containers", os.cpu_count() or 2)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import ray
 
-from sandbox.ray_backend import NAMESPACE, RESOURCE
+from rewardbox.sandbox.ray_backend import NAMESPACE, RESOURCE
 
 # Ray's worker processes take ports 10002-19999 by default; the head's port stays outside.
 _WORKER_PORTS = range(10002, 20000)

@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from sandbox import __version__
-from sandbox.engine import DockerEngine, EngineProbe, probe_engine
-from sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
-from sandbox.models import RunRequest, RunResult
-from sandbox.protocol import MAX_REPORT_BYTES, encode_request, new_nonce, parse_report
-from sandbox.verdict import ContainerFacts, judge
+from rewardbox.sandbox import __version__
+from rewardbox.sandbox.engine import DockerEngine, EngineProbe, probe_engine
+from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
+from rewardbox.sandbox.models import RunRequest, RunResult
+from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, encode_request, new_nonce, parse_report
+from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, b
 
 class LazySandbox:
     """A sandbox made with these options (`mode` among them, see
-    sandbox.modes) on first use: a caller that may never run code (a
+    rewardbox.sandbox.modes) on first use: a caller that may never run code (a
     math-only batch) needs no engine, and concurrent first calls make exactly one."""
 
     def __init__(self, **options: Any):
@@ -254,7 +254,7 @@ class LazySandbox:
 
     @property
     def sandbox(self) -> Sandbox:
-        from sandbox.modes import make_sandbox  # modes builds on this module
+        from rewardbox.sandbox.modes import make_sandbox  # modes builds on this module
 
         with self._lock:
             if self._sandbox is None:

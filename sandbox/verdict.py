@@ -6,7 +6,7 @@ import binascii
 
 from pydantic import BaseModel, ConfigDict
 
-from sandbox.models import Outcome, RunResult, TestResult, Verdict
+from rewardbox.sandbox.models import Outcome, RunResult, TestResult, Verdict
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 # rbcheck.OutOfMemory: a generated test whose worker the kernel's OOM killer took.

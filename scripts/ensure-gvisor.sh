@@ -10,7 +10,7 @@ log() { echo "[gvisor] $*" >&2; }
 
 RUNTIME=runsc
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
-IMAGE=${IMAGE:-rewardbox/python:$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$(dirname "$0")/../sandbox/__init__.py")}
+IMAGE=${IMAGE:-rewardbox/python:$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$(dirname "$0")/../rewardbox/__init__.py")}
 # --network=none: runsc's own network stack off (Docker gives the sandbox none anyway).
 # --oci-seccomp: Docker's seccomp profile applies inside gVisor too, as under runc.
 # Platform: left at this Debian build's (2022-12) default, ptrace; its kvm

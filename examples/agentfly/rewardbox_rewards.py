@@ -7,7 +7,7 @@ in any format rewardbox reads (see the main README).
 
 from agentfly.rewards import reward
 
-from rewards.adapters.agentfly import agentfly_async_reward
+from rewardbox.adapters.agentfly import agentfly_async_reward
 
 __all__ = ["rewardbox_code"]
 

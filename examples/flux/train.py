@@ -12,7 +12,7 @@ import sys
 
 from flux import FluxConfig, FluxTrainer
 
-from rewards.adapters.flux import FluxReward
+from rewardbox.adapters.flux import FluxReward
 
 
 def main(path: str) -> None:

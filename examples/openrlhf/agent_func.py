@@ -14,7 +14,7 @@ import copy
 
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
 
-from rewards.adapters.openrlhf import CodingEpisode
+from rewardbox.adapters.openrlhf import CodingEpisode
 
 
 class AgentInstance(AgentInstanceBase):

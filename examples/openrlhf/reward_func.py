@@ -7,7 +7,7 @@ OpenRLHF imports the file by path, so it imports only the installed rewardbox,
 absolutely. Settings come from REWARDBOX_* environment variables (README.md).
 """
 
-from rewards.adapters import openrlhf as rewardbox_openrlhf
+from rewardbox.adapters import openrlhf as rewardbox_openrlhf
 
 # Check the settings while OpenRLHF loads this file, where an error stops the run
 # with our message; the newest OpenRLHF swallows errors raised by reward_func.

@@ -15,7 +15,7 @@ import argparse
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from rewards.adapters.trl import trl_async_reward
+from rewardbox.adapters.trl import trl_async_reward
 
 FENCE = "Answer with one ```python block."
 TASKS = [

@@ -9,7 +9,7 @@ sandbox image (`make sandbox-image`).
 
 import json
 
-from rewards.adapters.twinkle import TwinkleReward, grpo_advantage
+from rewardbox.adapters.twinkle import TwinkleReward, grpo_advantage
 
 NUM_GENERATIONS = 3
 

@@ -13,6 +13,6 @@ the sandbox, math answers with math-verify). For other limits or another
 reward, build your own: `compute_score = VerlReward(CorrectnessReward(limits=...)).compute_score`.
 """
 
-from rewards.adapters.verl import compute_score, compute_score_async, compute_score_batch, compute_score_float
+from rewardbox.adapters.verl import compute_score, compute_score_async, compute_score_batch, compute_score_float
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "compute_score_float"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ def default_reward() -> Reward:
         # A forked worker (Ray, a process pool) inherits the parent's reward with
         # its engine connection and threads, none of which work in the child.
         if _default is None or _default[0] != os.getpid():
-            from rewards.correctness import CorrectnessReward
-            from sandbox import LazySandbox
+            from rewardbox.rewards.correctness import CorrectnessReward
+            from rewardbox.sandbox import LazySandbox
 
             ray = os.environ.get("REWARDBOX_RAY", "").strip()
             _default = (os.getpid(), CorrectnessReward(LazySandbox(ray=ray) if ray else None))
@@ -216,7 +216,7 @@ async def score_async(reward: Reward, samples: Sequence[Sample]) -> list[RewardO
     hand_out = _submit_each if type(reward).submit is not Reward.submit else _score_each
     futures = await asyncio.to_thread(hand_out, reward, samples)
     answers = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures), return_exceptions=True)
-    from sandbox import SandboxError  # the sandbox package is imported only once code is scored
+    from rewardbox.sandbox import SandboxError  # the sandbox package is imported only once code is scored
 
     if failure := next((a for a in answers if isinstance(a, SandboxError)), None):
         raise failure

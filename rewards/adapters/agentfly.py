@@ -28,8 +28,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from rewards.adapters import completion_text, default_reward, message_text, outcome_stats, score_async
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.adapters import completion_text, default_reward, message_text, outcome_stats, score_async
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 __all__ = ["agentfly_async_reward", "agentfly_reward"]
 

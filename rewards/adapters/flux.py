@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rewards.adapters import default_reward
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.adapters import default_reward
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 __all__ = ["FLUX_MAX_PROMPT_CHARS", "FluxReward", "PromptLabels", "RewardBatch", "flux_prompt"]
 

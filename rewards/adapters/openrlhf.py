@@ -49,11 +49,11 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rewards.adapters import split_response
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
-from rewards.policy import GradingPolicy
-from sandbox import Limits, SandboxError
+from rewardbox.adapters import split_response
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
+from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.sandbox import Limits, SandboxError
 
 __all__ = [
     "CodingEpisode",
@@ -100,7 +100,7 @@ class OpenRLHFSettings(BaseModel):
     reward: str = Field("correctness", min_length=1, description="registered reward name or composition spec")
     image: str | None = Field(None, min_length=1, description="sandbox image; None: sandbox.DEFAULT_IMAGE")
     runtime: str | None = Field(None, min_length=1, description="OCI runtime (runsc); None: the engine's default")
-    mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description="sandbox mode (sandbox.modes)")
+    mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description="sandbox mode (rewardbox.sandbox.modes)")
     reuse: int | None = Field(None, ge=1, description="pooled: samples per container at most; None: the default")
     ray: str | None = Field(None, min_length=1, description="Ray cluster address or 'auto'; None: this machine's engine")
     workers: int | None = Field(None, ge=1, description="containers running at once per process; None: Sandbox's")
@@ -150,7 +150,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> OpenRLHFSetti
     >>> settings_from_env({"REWARDBOX_WORKERS": "0"})
     Traceback (most recent call last):
     ...
-    rewards.adapters.openrlhf.SettingsError: REWARDBOX_WORKERS='0': Input should be greater than or equal to 1
+    rewardbox.adapters.openrlhf.SettingsError: REWARDBOX_WORKERS='0': Input should be greater than or equal to 1
     """
     env = os.environ if environ is None else environ
     data: dict[str, Any] = {}
@@ -181,8 +181,8 @@ def build_reward(settings: OpenRLHFSettings) -> Reward:
     """The reward the settings describe, from a registry configured with
     their sandbox, policy and limits. The sandbox starts here, whatever the
     reward, so a dead engine shows at the first call; tests replace this function."""
-    from rewards.registry import configured_registry
-    from sandbox.modes import make_sandbox
+    from rewardbox.rewards.registry import configured_registry
+    from rewardbox.sandbox.modes import make_sandbox
 
     options = {"image": settings.image, "max_containers": settings.workers,
                "runtime": settings.runtime, "retry_s": settings.retry_s, "reuse": settings.reuse, "ray": settings.ray}
@@ -193,8 +193,8 @@ def build_reward(settings: OpenRLHFSettings) -> Reward:
     reward = registry.resolve(settings.reward)
     if settings.format_weight == 0:
         return reward
-    from rewards.composite import CompositeReward
-    from rewards.format import FormatReward
+    from rewardbox.rewards.composite import CompositeReward
+    from rewardbox.rewards.format import FormatReward
 
     return CompositeReward([(reward, 1.0 - settings.format_weight), (FormatReward.one_code_block(), settings.format_weight)])
 

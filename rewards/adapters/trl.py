@@ -34,7 +34,7 @@ the first column below that it has, as real datasets ship them:
     solution                  MATH, TRL's accuracy_reward datasets (answer in \\boxed{})
     answer                    GSM8K
 
-For the command line: `trl grpo --reward_funcs rewards.adapters.trl.correctness_reward`.
+For the command line: `trl grpo --reward_funcs rewardbox.adapters.trl.correctness_reward`.
 """
 
 import asyncio
@@ -43,8 +43,8 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewards.adapters import completion_text, default_reward, outcome_stats, prompt_text, score_async
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.adapters import completion_text, default_reward, outcome_stats, prompt_text, score_async
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 __all__ = ["TrlReward", "correctness_reward", "correctness_reward_async", "trl_async_reward", "trl_reward"]
 
@@ -241,6 +241,6 @@ def _sample_id(row: Mapping[str, Any]) -> str | int | None:
     return None
 
 
-# For `trl grpo --reward_funcs rewards.adapters.trl.correctness_reward`: nothing is built until the first call.
+# For `trl grpo --reward_funcs rewardbox.adapters.trl.correctness_reward`: nothing is built until the first call.
 correctness_reward = trl_reward()
 correctness_reward_async = trl_async_reward()

@@ -32,8 +32,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from rewards.adapters import default_reward, message_text, prompt_text
-from rewards.base import Reward, Sample
+from rewardbox.adapters import default_reward, message_text, prompt_text
+from rewardbox.rewards.base import Reward, Sample
 
 __all__ = ["TwinkleReward", "as_label", "grpo_advantage", "stored_value", "user_data"]
 

@@ -47,8 +47,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewards.adapters import default_reward, outcome_stats, score_async
-from rewards.base import Reward, RewardOutput, Sample
+from rewardbox.adapters import default_reward, outcome_stats, score_async
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 __all__ = ["VerlReward", "compute_score", "compute_score_async", "compute_score_batch", "compute_score_float",
            "make_compute_score", "result"]

@@ -1,5 +1,5 @@
 """The reward service over HTTP: `rewardbox serve`."""
 
-from rewards.server.app import ServerSettings, Service, create_app
+from rewardbox.rewards.server.app import ServerSettings, Service, create_app
 
 __all__ = ["ServerSettings", "Service", "create_app"]

@@ -4,7 +4,7 @@
 for the sandbox, the settings); each group of routes is a module of its own
 (`rewards_api`, `run_code`, `health`). Scoring never blocks the event loop:
 rewards hand out futures, which the routes await. Under load, requests wait
-in line as long as their clients do (`rewards.server.line`).
+in line as long as their clients do (`rewardbox.rewards.server.line`).
 """
 
 import json
@@ -16,14 +16,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from rewards.adapters import score_async
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.registry import Registry, UnknownRewardError
-from rewards.safe_json import plain
-from rewards.sandboxfusion import RunCodeSettings
-from rewards.server.line import Busy, Held, Line
-from rewards.server.metrics import RequestMetrics, ServiceMetrics
-from sandbox import LazySandbox, Sandbox, SandboxError
+from rewardbox.adapters import score_async
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.registry import Registry, UnknownRewardError
+from rewardbox.rewards.safe_json import plain
+from rewardbox.rewards.sandboxfusion import RunCodeSettings
+from rewardbox.rewards.server.line import Busy, Held, Line
+from rewardbox.rewards.server.metrics import RequestMetrics, ServiceMetrics
+from rewardbox.sandbox import LazySandbox, Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Service:
 
 def create_app(service: Service) -> FastAPI:
     """The app with every route; `rewardbox serve` runs it on uvicorn."""
-    from rewards.server import health, rewards_api, run_code
+    from rewardbox.rewards.server import health, rewards_api, run_code
 
     app = FastAPI(title="rewardbox", description="Sandboxed code-execution rewards for RL training.",
                   default_response_class=SafeJSONResponse)

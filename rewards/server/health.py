@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from rewards.server.app import Service, request_service
-from sandbox.engine import EngineProbe
+from rewardbox.rewards.server.app import Service, request_service
+from rewardbox.sandbox.engine import EngineProbe
 
 router = APIRouter()
 

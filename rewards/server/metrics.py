@@ -15,12 +15,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewards.base import RewardOutput
-from rewards.labels import CodeLabel
-from sandbox import Verdict
+from rewardbox.rewards.base import RewardOutput
+from rewardbox.rewards.labels import CodeLabel
+from rewardbox.sandbox import Verdict
 
 if TYPE_CHECKING:
-    from rewards.server.app import Service
+    from rewardbox.rewards.server.app import Service
 
 # A label value per verdict we know; anything else is "other", so that a
 # reward reporting free-form verdicts cannot grow the series without bound.

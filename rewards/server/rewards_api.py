@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rewards.adapters import split_response
-from rewards.base import RewardOutput, Sample
-from rewards.logs import LOG_KEYS, sample_logs, trainer_numbers
-from rewards.safe_json import plain
-from rewards.server.app import Service, request_service
+from rewardbox.adapters import split_response
+from rewardbox.rewards.base import RewardOutput, Sample
+from rewardbox.rewards.logs import LOG_KEYS, sample_logs, trainer_numbers
+from rewardbox.rewards.safe_json import plain
+from rewardbox.rewards.server.app import Service, request_service
 
 router = APIRouter()
 

@@ -3,11 +3,11 @@ built-in code scoring runs each test case in the service's sandbox (same
 containers, limits, hardening and container bound as every other route).
 
 What the program did is data in SandboxFusion's shape (see
-`rewards.sandboxfusion`). What could not be run answers 200 with status
+`rewardbox.rewards.sandboxfusion`). What could not be run answers 200 with status
 "SandboxError" and the reason, as SandboxFusion answers: an unsupported
 language, unusable files, or our own failure (the engine down).
 
-Under load a request waits in line (`rewards.server.line`) until just before
+Under load a request waits in line (`rewardbox.rewards.server.line`) until just before
 verl would stop waiting: verl 0.9.1 times an attempt out after
 `compile_timeout + run_timeout + 10` s (`verl/utils/reward_score/sandbox_fusion/utils.py:115`)
 and then counts the test case as failed (`:156-158`), but retries a 504, three
@@ -25,7 +25,7 @@ import logging
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from rewards.sandboxfusion import (
+from rewardbox.rewards.sandboxfusion import (
     RunCodeRefused,
     RunCodeRequest,
     RunCodeResponse,
@@ -33,9 +33,9 @@ from rewards.sandboxfusion import (
     run_code_response,
     run_request,
 )
-from rewards.server.app import Service, request_service
-from rewards.server.line import Busy, Held
-from sandbox import RunResult, SandboxError
+from rewardbox.rewards.server.app import Service, request_service
+from rewardbox.rewards.server.line import Busy, Held
+from rewardbox.sandbox import RunResult, SandboxError
 
 log = logging.getLogger(__name__)
 router = APIRouter()

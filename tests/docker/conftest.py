@@ -13,10 +13,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from rewards import CodeReward
-from sandbox import SandboxError
-from sandbox.modes import DEFAULT_MODE, make_sandbox
-from sandbox.pool import warm_container_ids
+from rewardbox.rewards import CodeReward
+from rewardbox.sandbox import SandboxError
+from rewardbox.sandbox.modes import DEFAULT_MODE, make_sandbox
+from rewardbox.sandbox.pool import warm_container_ids
 
 HERE = Path(__file__).resolve().parent
 

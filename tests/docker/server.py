@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from rewards.registry import configured_registry
-from rewards.server import ServerSettings, Service, create_app
-from sandbox import Limits, Sandbox
+from rewardbox.rewards.registry import configured_registry
+from rewardbox.rewards.server import ServerSettings, Service, create_app
+from rewardbox.sandbox import Limits, Sandbox
 
 
 def free_port() -> int:

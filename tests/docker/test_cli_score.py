@@ -26,7 +26,7 @@ EXPECTED = {
 
 
 def score(*args: str) -> tuple[list[dict], str]:
-    done = subprocess.run([sys.executable, "-m", "rewards.cli", "score", str(MIXED), "--no-progress", *args],
+    done = subprocess.run([sys.executable, "-m", "rewardbox.cli", "score", str(MIXED), "--no-progress", *args],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
@@ -59,7 +59,7 @@ def test_a_named_composition_weighs_the_rewards():
 
 
 def test_an_unknown_reward_is_a_clear_error():
-    done = subprocess.run([sys.executable, "-m", "rewards.cli", "score", str(MIXED), "--reward", "nope"],
+    done = subprocess.run([sys.executable, "-m", "rewardbox.cli", "score", str(MIXED), "--reward", "nope"],
                           capture_output=True, text=True, timeout=60)
 
     assert done.returncode == 2

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from rewards import RewardOutput, Sample
+from rewardbox.rewards import RewardOutput, Sample
 
 RUNS: dict[str, Sample] = {}
 

@@ -14,8 +14,8 @@ share the session's containers in parallel; each test then reads its own.
 import pytest
 from add_task import ADD_TESTS
 
-from rewards import CodeReward, GradingPolicy, RewardOutput, Sample
-from sandbox import Limits
+from rewardbox.rewards import CodeReward, GradingPolicy, RewardOutput, Sample
+from rewardbox.sandbox import Limits
 
 POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
 CRASH, TIMEOUT = POLICY.crash_reward, POLICY.timeout_reward

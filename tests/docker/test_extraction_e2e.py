@@ -10,7 +10,7 @@ The runs are scored in one batch, sharing the session's containers.
 
 import pytest
 
-from rewards import RewardOutput, Sample
+from rewardbox.rewards import RewardOutput, Sample
 
 END_OF_TURN = "def end_of_turn(text=''):\n    return text + '<|im_end|>'\n"
 END_OF_TURN_LABEL = {"pytest": ("from solution import end_of_turn\n\n\ndef test_token():\n"

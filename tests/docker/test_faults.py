@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from add_task import LABEL
 
-from rewards import CodeReward
-from rewards.base import Sample
-from sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Limits, RunRequest, RuntimeMissing, Sandbox, Verdict
-from sandbox.engine import DockerEngine
-from sandbox.modes import MODES, make_sandbox
+from rewardbox.rewards import CodeReward
+from rewardbox.rewards.base import Sample
+from rewardbox.sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Limits, RunRequest, RuntimeMissing, Sandbox, Verdict
+from rewardbox.sandbox.engine import DockerEngine
+from rewardbox.sandbox.modes import MODES, make_sandbox
 
 RIGHT = "import time\ntime.sleep({pause})\n\ndef add(a, b):\n    return a + b\n"
 TESTS = {"test_solution.py": "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
@@ -142,7 +142,7 @@ def test_scoring_process_killed_mid_batch_then_restarted(tmp_path, docker_client
     samples, expected = batch(8, pause=4)
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("".join(s.model_dump_json() + "\n" for s in samples))
-    command = [sys.executable, "-m", "rewards.cli", "score", str(rollouts), "--no-progress", "-j", "4"]
+    command = [sys.executable, "-m", "rewardbox.cli", "score", str(rollouts), "--no-progress", "-j", "4"]
     # A bystander: another scoring process's run on the same engine, in flight throughout.
     bystander = code_reward.submit(Sample(completion=RIGHT.format(pause=8), label=LABEL))
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from sandbox import Limits, RunRequest, Verdict
-from sandbox.modes import make_sandbox
+from rewardbox.sandbox import Limits, RunRequest, Verdict
+from rewardbox.sandbox.modes import make_sandbox
 
 TESTS = {"test_solution.py": "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
 

@@ -11,8 +11,8 @@ import pytest
 from add_task import LABEL as ADD_LABEL
 from test_label_formats_e2e import FORMATS
 
-from rewards import CodeReward, Sample
-from sandbox import Limits, RunRequest, Sandbox, Verdict
+from rewardbox.rewards import CodeReward, Sample
+from rewardbox.sandbox import Limits, RunRequest, Sandbox, Verdict
 
 RUNTIMES = {"default": None, "gvisor": "runsc"}
 

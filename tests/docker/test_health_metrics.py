@@ -12,7 +12,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from server import free_port, running_server
 
-from sandbox import DEFAULT_IMAGE, LazySandbox, Sandbox
+from rewardbox.sandbox import DEFAULT_IMAGE, LazySandbox, Sandbox
 
 MISSING_IMAGE = "rewardbox/python:no-such-version"
 ASSERTS = json.dumps({"tests": ["assert f(1) == 2", "assert f(2) == 4"]})

@@ -15,7 +15,7 @@ import json
 import pytest
 import requests
 
-from rewards import RewardOutput, Sample
+from rewardbox.rewards import RewardOutput, Sample
 
 ADD_TESTS = ("from solution import add\n\n"
              "def test_one():\n    assert add(1, 2) == 3\n\n"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rewards import RewardOutput, Sample, parse_label
+from rewardbox.rewards import RewardOutput, Sample, parse_label
 from tests.humaneval_variants import broken_program
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "HumanEval.jsonl.gz"

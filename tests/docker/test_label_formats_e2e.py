@@ -12,7 +12,7 @@ import json
 import pytest
 from add_task import ADD_TESTS
 
-from rewards import GradingPolicy, RewardOutput, Sample
+from rewardbox.rewards import GradingPolicy, RewardOutput, Sample
 
 POLICY = GradingPolicy()  # the session's CodeReward grades with the default policy
 RUNS: dict[str, Sample] = {}

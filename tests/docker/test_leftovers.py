@@ -14,8 +14,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox import DEFAULT_IMAGE, Limits, RunRequest, Sandbox, Verdict
-from sandbox.pool import warm_container_ids
+from rewardbox.sandbox import DEFAULT_IMAGE, Limits, RunRequest, Sandbox, Verdict
+from rewardbox.sandbox.pool import warm_container_ids
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = {"test_solution.py": """\

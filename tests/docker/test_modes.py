@@ -7,9 +7,9 @@ per-test outcomes must be identical, and the expected ones."""
 import pytest
 from test_label_formats_e2e import FORMATS
 
-from rewards import CodeReward, Sample
-from sandbox import Limits, RunRequest
-from sandbox.modes import MODES, make_sandbox
+from rewardbox.rewards import CodeReward, Sample
+from rewardbox.sandbox import Limits, RunRequest
+from rewardbox.sandbox.modes import MODES, make_sandbox
 
 LIMITS = Limits(timeout_s=4, memory_mb=256)
 ADD_LABEL = FORMATS["pytest"][0]

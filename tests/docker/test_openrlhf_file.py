@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rewards import CorrectnessReward, Sample
-from rewards.adapters import openrlhf
+from rewardbox.rewards import CorrectnessReward, Sample
+from rewardbox.adapters import openrlhf
 
 REWARD_FILE = Path(__file__).parents[2] / "examples" / "openrlhf" / "reward_func.py"
 PROMPT = "<|im_start|>user\nSolve the task.<|im_end|>\n<|im_start|>assistant\n"
@@ -112,7 +112,7 @@ def test_a_batch_of_64(reward_func, direct):
 
 
 def test_agent_episode_feeds_failures_back_and_ends_on_success(sandbox):
-    from rewards.adapters.openrlhf import CodingEpisode, OpenRLHFReward
+    from rewardbox.adapters.openrlhf import CodingEpisode, OpenRLHFReward
 
     reward = CorrectnessReward(sandbox)
     episode = CodingEpisode(scorer=OpenRLHFReward(reward=reward), max_steps=3)

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sandbox import Limits, RunRequest, Verdict
-from sandbox.pool import PooledSandbox
+from rewardbox.sandbox import Limits, RunRequest, Verdict
+from rewardbox.sandbox.pool import PooledSandbox
 
 PROBE = r'''
 import json, os, resource

@@ -8,7 +8,7 @@ option that keeps the old way. One batch, scored in parallel."""
 
 import pytest
 
-from rewards import Sample
+from rewardbox.rewards import Sample
 
 SOLUTION = '''\
 import os

@@ -12,7 +12,7 @@ import pytest
 import requests
 from server import running_server
 
-from rewards.server import ServerSettings
+from rewardbox.rewards.server import ServerSettings
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 SUM = "a, b = map(int, input().split())\nprint(a + b)\n"

@@ -9,7 +9,7 @@ parallel; each test then reads its own. The pure rules: tests/unit/test_scale.py
 
 import pytest
 
-from rewards import RewardOutput, Sample
+from rewardbox.rewards import RewardOutput, Sample
 
 CASES = 10_000
 MANY_FAILURES = 2_000  # 12 MB of failure text: over the report's budget for messages, several times

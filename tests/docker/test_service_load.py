@@ -28,8 +28,8 @@ import requests
 from add_task import LABEL as ADD_LABEL
 from server import running_server
 
-from rewards.server import ServerSettings
-from sandbox import Limits
+from rewardbox.rewards.server import ServerSettings
+from rewardbox.sandbox import Limits
 
 # Limits that make hostile samples end fast: 128 MB for the memory bombs, a
 # short per-case time for the loops. Honest samples keep the default per-case

@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox import __version__
+from rewardbox.sandbox import __version__
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_IMAGE = f"rewardbox/service:{__version__}"
@@ -125,7 +125,7 @@ def test_ctrl_c_on_score_answers_every_line_and_leaves_nothing(tmp_path, docker_
         for n, kind in enumerate(plan)).encode()))
     output = tmp_path / "results.jsonl"
     # A session of its own, signalled as a terminal's Ctrl-C signals: the whole process group.
-    score = subprocess.Popen([sys.executable, "-m", "rewards.cli", "score", str(rollouts), "-o", str(output),
+    score = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "score", str(rollouts), "-o", str(output),
                               "-j", "2", "--timeout-s", "60", "--no-progress"],
                              cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -161,7 +161,7 @@ def test_ctrl_c_on_score_answers_every_line_and_leaves_nothing(tmp_path, docker_
 def test_a_signal_stops_serve_with_its_request_answered_and_nothing_left(docker_client, signum):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    serve = subprocess.Popen([sys.executable, "-m", "rewards.cli", "serve", "--port", str(port), "-j", "2",
+    serve = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "serve", "--port", str(port), "-j", "2",
                               "--timeout-s", "60"], cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
     owner = f"{socket.gethostname()}:{serve.pid}:"
     try:

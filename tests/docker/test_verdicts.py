@@ -4,7 +4,7 @@ completion + label -> container -> `Grade`."""
 import pytest
 from add_task import ADD_TESTS, LABEL, NAMES, outcomes
 
-from sandbox import Outcome, Verdict
+from rewardbox.sandbox import Outcome, Verdict
 
 
 def test_all_pass(code_reward):

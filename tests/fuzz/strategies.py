@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from sandbox import (
+from rewardbox.sandbox import (
     ContainerLost,
     EngineUnavailable,
     HarnessError,

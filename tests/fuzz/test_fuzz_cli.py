@@ -11,9 +11,9 @@ from unittest import mock
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from rewards import cli
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.registry import configured_registry
+from rewardbox import cli
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.registry import configured_registry
 from tests.fuzz.strategies import FuzzSandbox, answers, completions, examples, json_values, jsonable, labels, prompts
 
 # A valid record, its id the line's number (checked in the output).

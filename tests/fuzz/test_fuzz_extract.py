@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rewards.extract import extract_code, strip_completion
+from rewardbox.rewards.extract import extract_code, strip_completion
 from tests.fuzz.strategies import ALL_PIECES, CpuTimer, completions, cpu_budget_s, examples, prompts, utf8_size
 
 

@@ -5,8 +5,8 @@ import inspect
 
 from hypothesis import given
 
-from rewards import labels as label_module
-from rewards.labels import LabelError, MathLabel, parse_label
+from rewardbox.rewards import labels as label_module
+from rewardbox.rewards.labels import LabelError, MathLabel, parse_label
 from tests.fuzz.strategies import CpuTimer, examples, label_budget_s, labels
 
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rewards.base import RewardOutput, Sample
-from rewards.code import CodeReward
-from rewards.correctness import CorrectnessReward
-from rewards.math import MathConfig, MathReward
-from sandbox import SandboxError
+from rewardbox.rewards.base import RewardOutput, Sample
+from rewardbox.rewards.code import CodeReward
+from rewardbox.rewards.correctness import CorrectnessReward
+from rewardbox.rewards.math import MathConfig, MathReward
+from rewardbox.sandbox import SandboxError
 from tests.fuzz.strategies import FuzzSandbox, SwitchSandbox, answers, completions, examples, labels, prompts
 
 samples = st.builds(Sample, id=st.none() | st.integers() | st.text(max_size=10), completion=completions, label=labels,

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.registry import configured_registry
-from rewards.server import Service, create_app
-from rewards.server.app import ServerSettings
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.registry import configured_registry
+from rewardbox.rewards.server import Service, create_app
+from rewardbox.rewards.server.app import ServerSettings
 from tests.fuzz.strategies import (
     FuzzSandbox,
     SwitchSandbox,

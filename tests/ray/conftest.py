@@ -52,7 +52,7 @@ def swept():
     yield
     import docker
 
-    from sandbox.engine import DockerEngine
+    from rewardbox.sandbox.engine import DockerEngine
 
     engine = DockerEngine(retry_s=10)
     engine.sweep()

@@ -17,12 +17,12 @@ import pytest
 import requests
 from test_modes import LIMITS, SAMPLES
 
-from rewards import CorrectnessReward, Sample
-from rewards.adapters import openrlhf
-from sandbox import RunRequest, SandboxError
-from sandbox.modes import make_sandbox
-from sandbox.ray_backend import RaySandbox
-from sandbox.ray_local import LocalCluster
+from rewardbox.rewards import CorrectnessReward, Sample
+from rewardbox.adapters import openrlhf
+from rewardbox.sandbox import RunRequest, SandboxError
+from rewardbox.sandbox.modes import make_sandbox
+from rewardbox.sandbox.ray_backend import RaySandbox
+from rewardbox.sandbox.ray_local import LocalCluster
 
 ROOT = Path(__file__).parents[2]
 MIXED = ROOT / "examples" / "mixed.jsonl"
@@ -188,8 +188,8 @@ def test_the_openrlhf_file_inside_a_ray_actor_scores_on_its_cluster(cluster, ray
 
 
 def test_trl_and_verl_adapters_score_on_ray(cluster, monkeypatch, local_grades):
-    import rewards.adapters as adapters
-    from rewards.adapters import make_compute_score, trl_reward
+    import rewardbox.adapters as adapters
+    from rewardbox.adapters import make_compute_score, trl_reward
 
     monkeypatch.setenv("REWARDBOX_RAY", cluster.address)
     monkeypatch.setattr(adapters, "_default", None)

@@ -11,10 +11,10 @@ import pytest
 import ray
 from test_modes import LIMITS, SAMPLES
 
-from rewards import CodeReward, Sample
-from sandbox import ClusterUnavailable, RunRequest, SandboxError
-from sandbox.ray_backend import RaySandbox, WorkerLost
-from sandbox.ray_local import LocalCluster
+from rewardbox.rewards import CodeReward, Sample
+from rewardbox.sandbox import ClusterUnavailable, RunRequest, SandboxError
+from rewardbox.sandbox.ray_backend import RaySandbox, WorkerLost
+from rewardbox.sandbox.ray_local import LocalCluster
 
 SLOW_PASS = "import time\ntime.sleep(0.4)\n"  # keeps requests in flight long enough to kill a node under them
 

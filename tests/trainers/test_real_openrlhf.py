@@ -467,7 +467,7 @@ def main(scenario: str, *urls: str) -> dict:
     elif scenario == "reward_file":
         calls = {"count": 0, "max_queries": 0}
         if single_turn:
-            from rewards.adapters import openrlhf as adapter
+            from rewardbox.adapters import openrlhf as adapter
 
             _count_calls((adapter, "reward_func"), calls)
             result = _generate_vllm(_LLM(tokenizer, GROUPS), tokenizer, dynamic_filtering=True,

@@ -104,9 +104,9 @@ def grpo(directory: Path, chat: bool, labels: str) -> dict[str, Any]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rewards import CorrectnessReward
-    from rewards.adapters.trl import trl_async_reward, trl_reward
-    from sandbox.modes import make_sandbox
+    from rewardbox.rewards import CorrectnessReward
+    from rewardbox.adapters.trl import trl_async_reward, trl_reward
+    from rewardbox.sandbox.modes import make_sandbox
 
     torch.set_num_threads(1)
     tokenizer = build_model(directory)
@@ -215,9 +215,9 @@ def test_grpo_trains_on_rewardbox_rewards(tmp_path, chat, labels):
 
 
 def test_grpo_logs_what_rewardbox_scores_directly(tmp_path):
-    from rewards import CorrectnessReward
-    from rewards.base import Sample
-    from sandbox.modes import make_sandbox
+    from rewardbox.rewards import CorrectnessReward
+    from rewardbox.rewards.base import Sample
+    from rewardbox.sandbox.modes import make_sandbox
 
     result = grpo(tmp_path, chat=True, labels="struct")
     step = result["steps"][-1]

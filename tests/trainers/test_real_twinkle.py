@@ -22,8 +22,8 @@ from twinkle.dataset import Dataset, DatasetMeta
 from twinkle.preprocessor import CompetitionMathGRPOProcessor, GSM8KProcessor, Preprocessor
 from twinkle.template import Template
 
-from rewards.adapters.twinkle import TwinkleReward, grpo_advantage
-from rewards.correctness import CorrectnessReward
+from rewardbox.adapters.twinkle import TwinkleReward, grpo_advantage
+from rewardbox.rewards.correctness import CorrectnessReward
 from tests.trainers.conftest import byte_level_bpe
 
 G = 3  # completions per prompt

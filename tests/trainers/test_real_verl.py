@@ -16,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 import verl
-from sandbox.engine import owner_alive
+from rewardbox.sandbox.engine import owner_alive
 from tests.trainers.conftest import byte_level_bpe, rewardbox_serve
 from verl import DataProto
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker, migrate_legacy_reward_impl

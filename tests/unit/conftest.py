@@ -5,7 +5,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from sandbox import Outcome, RunRequest, RunResult, TestResult, Verdict
+from rewardbox.sandbox import Outcome, RunRequest, RunResult, TestResult, Verdict
 
 Answer = RunResult | BaseException | Callable[[RunRequest], RunResult]
 

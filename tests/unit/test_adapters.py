@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import rewards.adapters as adapters
-from rewards.adapters import agentfly, flux, trl, twinkle, verl
-from rewards.base import Reward, RewardOutput, Sample
+import rewardbox.adapters as adapters
+from rewardbox.adapters import agentfly, flux, trl, twinkle, verl
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -628,7 +628,7 @@ TWINKLE_RAW = [
 
 @pytest.mark.parametrize(("key", "stored", "label"), TWINKLE_RAW)
 def test_twinkle_reads_user_data_as_twinkle_stores_it(key, stored, label):
-    from rewards.labels import parse_label
+    from rewardbox.rewards.labels import parse_label
 
     fake = FakeReward()
     trajectory = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "\\boxed{[2, 3]}"}],
@@ -685,15 +685,15 @@ def test_package_names_load_their_adapter_on_first_use():
 
 
 def test_importing_the_adapters_imports_no_trainer_and_no_torch():
-    code = ("import sys, rewards.adapters, rewards.adapters.trl, rewards.adapters.verl, rewards.adapters.flux, "
-            "rewards.adapters.agentfly, rewards.adapters.twinkle; from rewards.adapters import trl_reward, FluxReward; "
+    code = ("import sys, rewardbox.adapters, rewardbox.adapters.trl, rewardbox.adapters.verl, rewardbox.adapters.flux, "
+            "rewardbox.adapters.agentfly, rewardbox.adapters.twinkle; from rewardbox.adapters import trl_reward, FluxReward; "
             "print(sorted(m for m in ('torch', 'trl', 'verl', 'flux', 'agentfly', 'twinkle') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
 
 
 def test_the_default_reward_goes_to_ray_when_rewardbox_ray_is_set(monkeypatch):
-    import rewards.adapters as adapters
+    import rewardbox.adapters as adapters
 
     monkeypatch.setattr(adapters, "_default", None)
     monkeypatch.setenv("REWARDBOX_RAY", "127.0.0.1:6379")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rewards import LabelError, parse_label
-from sandbox import Limits
+from rewardbox.rewards import LabelError, parse_label
+from rewardbox.sandbox import Limits
 from tests.humaneval_variants import broken_program
 
 ROOT = Path(__file__).resolve().parents[2]

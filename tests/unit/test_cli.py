@@ -1,7 +1,7 @@
 """The CLI's pure helpers: reading rollout lines, writing result records, the summary;
 and `rewardbox score` end to end on rewards that need no sandbox (the format reward).
 
-`rewards.cli.main` on code labels builds a real `Sandbox`, so that belongs to the docker tier.
+`rewardbox.cli.main` on code labels builds a real `Sandbox`, so that belongs to the docker tier.
 """
 
 import gzip
@@ -11,11 +11,11 @@ from concurrent.futures import Future
 
 import pytest
 
-from rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
-from rewards.cli import _answer, _record, _sample, _summary, _write_answers, main
-from rewards.code import output
-from rewards.expected import ExpectedTests
-from sandbox import EngineUnavailable, Outcome, RunResult, TestResult, Verdict
+from rewardbox.rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
+from rewardbox.cli import _answer, _record, _sample, _summary, _write_answers, main
+from rewardbox.rewards.code import output
+from rewardbox.rewards.expected import ExpectedTests
+from rewardbox.sandbox import EngineUnavailable, Outcome, RunResult, TestResult, Verdict
 
 EXPECTED = ExpectedTests(counts={(None, "test_a"): 1, (None, "test_b"): 1})
 POLICY = GradingPolicy()

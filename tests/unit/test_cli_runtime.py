@@ -10,9 +10,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from rewards import cli
-from rewards.lifecycle import Stopped, StoppableSandbox
-from sandbox import RunRequest, SandboxError
+from rewardbox import cli
+from rewardbox.rewards.lifecycle import Stopped, StoppableSandbox
+from rewardbox.sandbox import RunRequest, SandboxError
 
 
 @pytest.fixture

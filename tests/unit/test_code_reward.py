@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from rewards import CodeReward, GradingPolicy, Sample
-from sandbox import EngineUnavailable, Limits, Outcome, Verdict
+from rewardbox.rewards import CodeReward, GradingPolicy, Sample
+from rewardbox.sandbox import EngineUnavailable, Limits, Outcome, Verdict
 
 P, F = Outcome.PASSED, Outcome.FAILED
 TESTS = ("from solution import add\n\n"
@@ -103,7 +103,7 @@ def test_no_code_starts_no_run(fake_sandbox, completion):
 def test_unusable_label_gives_no_reward(fake_sandbox, caplog, label):
     box = fake_sandbox()
 
-    with caplog.at_level(logging.ERROR, logger="rewards.code"):
+    with caplog.at_level(logging.ERROR, logger="rewardbox.rewards.code"):
         future = CodeReward(sandbox=box).submit(Sample(id="s-1", completion=COMPLETION, label=label))
 
     g = future.result(timeout=0)

@@ -307,7 +307,7 @@ def test_an_unknown_mode_is_refused(compare):
 def test_modes_are_the_labels():
     from typing import get_args
 
-    from rewards.labels import StdioLabel
+    from rewardbox.rewards.labels import StdioLabel
 
     assert get_args(StdioLabel.model_fields["compare"].annotation) == rbcompare.MODES
     assert StdioLabel.model_fields["compare"].default == rbcompare.DEFAULT_MODE

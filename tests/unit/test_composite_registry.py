@@ -1,4 +1,4 @@
-"""`rewards.composite` and `rewards.registry`: weighted mixes, `@reward`, rewards by name."""
+"""`rewardbox.rewards.composite` and `rewardbox.rewards.registry`: weighted mixes, `@reward`, rewards by name."""
 
 import asyncio
 import pickle
@@ -8,12 +8,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from rewards import registry as registry_module
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.composite import CompositeReward
-from rewards.format import FormatReward
-from rewards.length import LengthReward
-from rewards.registry import FunctionReward, Registry, UnknownRewardError, register_builtins, reward, to_output
+from rewardbox.rewards import registry as registry_module
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.composite import CompositeReward
+from rewardbox.rewards.format import FormatReward
+from rewardbox.rewards.length import LengthReward
+from rewardbox.rewards.registry import FunctionReward, Registry, UnknownRewardError, register_builtins, reward, to_output
 
 SAMPLE = Sample(id=7, completion="print(1)", label={"answer": "1"}, prompt="P", columns={"answer": "1", "level": 3})
 
@@ -548,10 +548,10 @@ def test_builtins():
 
 
 def test_configured_registry_builds_code_rewards_lazily_and_falls_back_to_the_default():
-    from rewards.code import CodeReward
-    from rewards.correctness import CorrectnessReward
-    from rewards.policy import GradingPolicy
-    from rewards.registry import configured_registry, default_registry
+    from rewardbox.rewards.code import CodeReward
+    from rewardbox.rewards.correctness import CorrectnessReward
+    from rewardbox.rewards.policy import GradingPolicy
+    from rewardbox.rewards.registry import configured_registry, default_registry
 
     policy = GradingPolicy(timeout_reward=-0.25)
     registry = configured_registry(sandbox=None, policy=policy)

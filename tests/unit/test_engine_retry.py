@@ -5,8 +5,8 @@ import pytest
 import requests
 import requests.exceptions
 
-from sandbox import ContainerLost, EngineUnavailable, Limits, RuntimeMissing
-from sandbox.engine import DockerEngine, _transient
+from rewardbox.sandbox import ContainerLost, EngineUnavailable, Limits, RuntimeMissing
+from rewardbox.sandbox.engine import DockerEngine, _transient
 
 
 class LostAnswerAPI:

@@ -1,12 +1,12 @@
-"""`rewards.expected`: counting the tests of a pytest module from its source,
+"""`rewardbox.rewards.expected`: counting the tests of a pytest module from its source,
 and matching reported results against that count."""
 
 import textwrap
 
 import pytest
 
-from rewards import ExpectedTests, expected_tests
-from sandbox import Outcome, TestResult
+from rewardbox.rewards import ExpectedTests, expected_tests
+from rewardbox.sandbox import Outcome, TestResult
 
 P, F = Outcome.PASSED, Outcome.FAILED
 

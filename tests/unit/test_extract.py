@@ -1,10 +1,10 @@
-"""`rewards.extract`: finding the code in a completion."""
+"""`rewardbox.rewards.extract`: finding the code in a completion."""
 
 import re
 
 import pytest
 
-from rewards import FormatReward, extract_code, strip_completion
+from rewardbox.rewards import FormatReward, extract_code, strip_completion
 
 F = "def f(x):\n    return x + 1\n"
 G = "def g():\n    return 2\n"

@@ -1,11 +1,11 @@
-"""`rewards.format` and `rewards.length`: shape and length of a response."""
+"""`rewardbox.rewards.format` and `rewardbox.rewards.length`: shape and length of a response."""
 
 import pytest
 from pydantic import ValidationError
 
-from rewards.base import Sample
-from rewards.format import ONE_CODE_BLOCK, THINK_ANSWER, FormatReward, FormatSpec, response_text
-from rewards.length import LengthReward, LengthSpec
+from rewardbox.rewards.base import Sample
+from rewardbox.rewards.format import ONE_CODE_BLOCK, THINK_ANSWER, FormatReward, FormatSpec, response_text
+from rewardbox.rewards.length import LengthReward, LengthSpec
 
 THINK_ANSWER_OK = [
     pytest.param("<think>2+2=4</think><answer>4</answer>", id="tight"),

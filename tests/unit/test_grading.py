@@ -1,11 +1,11 @@
-"""The grading table of design section 4, through `GradingPolicy` and `rewards.grade`."""
+"""The grading table of design section 4, through `GradingPolicy` and `rewardbox.rewards.grade`."""
 
 import pydantic
 import pytest
 
-from rewards import ExpectedTests, Grade, GradingPolicy, grade, grade_no_code
-from rewards.policy import CRASHES
-from sandbox import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict
+from rewardbox.rewards import ExpectedTests, Grade, GradingPolicy, grade, grade_no_code
+from rewardbox.rewards.policy import CRASHES
+from rewardbox.sandbox import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict
 
 P, F = Outcome.PASSED, Outcome.FAILED
 CRASH_VERDICTS = [Verdict.SYNTAX_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,

@@ -19,9 +19,9 @@ import rbsolution  # noqa: E402
 import rbwire  # noqa: E402
 import rbworker  # noqa: E402
 
-from rewards import parse_label  # noqa: E402
-from sandbox import Limits  # noqa: E402
-from sandbox.protocol import encode_request  # noqa: E402
+from rewardbox.rewards import parse_label  # noqa: E402
+from rewardbox.sandbox import Limits  # noqa: E402
+from rewardbox.sandbox.protocol import encode_request  # noqa: E402
 
 
 def wire(tree):

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from rewards import CodeReward, CompositeReward, FormatReward, LabelError, Sample, extract_code, parse_label, strip_completion
-from rewards.adapters import score_async
-from rewards.base import Reward, RewardOutput
-from rewards.labels import LabelCache
-from rewards.logs import sample_logs
-from rewards.safe_json import MAX_JSON_DEPTH, loads, plain
-from rewards.syntax import TooComplex, parse
-from sandbox import EngineUnavailable, RunResult, Verdict
+from rewardbox.rewards import CodeReward, CompositeReward, FormatReward, LabelError, Sample, extract_code, parse_label, strip_completion
+from rewardbox.adapters import score_async
+from rewardbox.rewards.base import Reward, RewardOutput
+from rewardbox.rewards.labels import LabelCache
+from rewardbox.rewards.logs import sample_logs
+from rewardbox.rewards.safe_json import MAX_JSON_DEPTH, loads, plain
+from rewardbox.rewards.syntax import TooComplex, parse
+from rewardbox.sandbox import EngineUnavailable, RunResult, Verdict
 
 F = "def f(x):\n    return x + 1\n"
 CHECK = {"test": "def check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "f"}

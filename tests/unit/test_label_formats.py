@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rewards import CheckLabel, LabelError, parse_label
-from rewards.labels import SOLUTION_FILE, TEST_FILE
-from sandbox import Limits
+from rewardbox.rewards import CheckLabel, LabelError, parse_label
+from rewardbox.rewards.labels import SOLUTION_FILE, TEST_FILE
+from rewardbox.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))

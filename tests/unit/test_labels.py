@@ -1,12 +1,12 @@
-"""`rewards.labels.parse_label`: every label format and its aliases in, a usable
+"""`rewardbox.rewards.labels.parse_label`: every label format and its aliases in, a usable
 label or a `LabelError` out (design section 3)."""
 
 import json
 
 import pytest
 
-from rewards import AssertLabel, CallLabel, CheckLabel, LabelError, MathLabel, PytestLabel, StdioLabel, parse_label
-from sandbox import Limits
+from rewardbox.rewards import AssertLabel, CallLabel, CheckLabel, LabelError, MathLabel, PytestLabel, StdioLabel, parse_label
+from rewardbox.sandbox import Limits
 
 KINDS = "asserts, call, check, math, pytest, stdio"
 TESTS = ("from solution import add\n\n"

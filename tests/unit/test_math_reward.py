@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rewards.base import RewardOutput, Sample
-from rewards.math import MathConfig, MathReward, _judge, extract_answer
+from rewardbox.rewards.base import RewardOutput, Sample
+from rewardbox.rewards.math import MathConfig, MathReward, _judge, extract_answer
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ import requests
 import requests.exceptions
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.registry import Registry
-from rewards.server import ServerSettings, Service, create_app
-from rewards.server.health import check
-from sandbox import LazySandbox, RunRequest, Sandbox, SandboxError
-from sandbox.engine import DockerEngine, EngineProbe
-from sandbox.runner import SandboxStats
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.registry import Registry
+from rewardbox.rewards.server import ServerSettings, Service, create_app
+from rewardbox.rewards.server.health import check
+from rewardbox.sandbox import LazySandbox, RunRequest, Sandbox, SandboxError
+from rewardbox.sandbox.engine import DockerEngine, EngineProbe
+from rewardbox.sandbox.runner import SandboxStats
 
 CODE_PASSED = RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "kind": "asserts", "duration_s": 0.4})
 CODE_TIMEOUT = RewardOutput(reward=-0.5, score=0.25, metadata={"verdict": "timeout", "kind": "stdio", "duration_s": 10.2})
@@ -368,7 +368,7 @@ class FakeRunEngine:
 
 
 def test_sandbox_counts_containers_running_and_runs_restarted_after_an_engine_failure(monkeypatch):
-    monkeypatch.setattr("sandbox.runner.time.sleep", lambda seconds: None)  # the pause before a run is retried
+    monkeypatch.setattr("rewardbox.sandbox.runner.time.sleep", lambda seconds: None)  # the pause before a run is retried
     engine = FakeRunEngine()
     sandbox = engine.sandbox = Sandbox(engine=engine, max_containers=2)
 
@@ -380,7 +380,7 @@ def test_sandbox_counts_containers_running_and_runs_restarted_after_an_engine_fa
 
 
 def test_a_request_the_engine_refuses_is_not_repeated(monkeypatch):
-    monkeypatch.setattr("sandbox.runner.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("rewardbox.sandbox.runner.time.sleep", lambda seconds: None)
 
     class RefusingEngine(FakeRunEngine):
         def create(self, image, limits, name, runtime=None, gvisor=False):

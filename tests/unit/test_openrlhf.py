@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rewards.adapters import openrlhf as adapter
-from rewards.base import Reward, RewardOutput, Sample
-from sandbox import EngineUnavailable, SandboxError
+from rewardbox.adapters import openrlhf as adapter
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.sandbox import EngineUnavailable, SandboxError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "openrlhf"
 PROMPT = "<|im_start|>user\nWrite add(a, b).<|im_end|>\n<|im_start|>assistant\n"
@@ -316,9 +316,9 @@ class _Recorder:
 @pytest.fixture
 def recorded_sandbox(monkeypatch):
     """`make_sandbox` replaced by a recorder of its arguments: nothing starts."""
-    import sandbox.modes
+    import rewardbox.sandbox.modes as sandbox_modes
 
-    monkeypatch.setattr(sandbox.modes, "make_sandbox", _Recorder)
+    monkeypatch.setattr(sandbox_modes, "make_sandbox", _Recorder)
 
 
 def _code_reward(reward: Reward) -> Reward:
@@ -326,7 +326,7 @@ def _code_reward(reward: Reward) -> Reward:
 
 
 def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(recorded_sandbox):
-    from rewards.correctness import CorrectnessReward
+    from rewardbox.rewards.correctness import CorrectnessReward
 
     settings = adapter.settings_from_env({"REWARDBOX_WORKERS": "8", "REWARDBOX_RUNTIME": "runsc", "REWARDBOX_RETRY_S": "5",
                                           "REWARDBOX_TIMEOUT_S": "3", "REWARDBOX_NO_CODE_REWARD": "-0.2"})
@@ -340,7 +340,7 @@ def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(recorded_
 
 
 def test_a_composition_spec_gets_the_same_sandbox_and_policy(recorded_sandbox):
-    from rewards.composite import CompositeReward
+    from rewardbox.rewards.composite import CompositeReward
 
     reward = adapter.build_reward(adapter.settings_from_env({
         "REWARDBOX_REWARD": "correctness=0.9,format_think_answer=0.1", "REWARDBOX_IMAGE": "me/box:2",
@@ -359,7 +359,7 @@ def test_rewardbox_ray_sends_the_sandbox_to_the_cluster(recorded_sandbox):
 
 
 def test_a_format_weight_mixes_in_the_one_code_block_format(recorded_sandbox):
-    from rewards.composite import CompositeReward
+    from rewardbox.rewards.composite import CompositeReward
 
     reward = adapter.build_reward(adapter.settings_from_env({"REWARDBOX_FORMAT_WEIGHT": "0.2"}))
     assert isinstance(reward, CompositeReward)
@@ -368,7 +368,7 @@ def test_a_format_weight_mixes_in_the_one_code_block_format(recorded_sandbox):
 
 
 def test_a_registered_reward_is_found_by_name(recorded_sandbox):
-    from rewards import registry
+    from rewardbox.rewards import registry
 
     fake = FakeReward()
     registry.register("openrlhf_unit_fake", fake, replace=True)
@@ -386,7 +386,7 @@ def test_logs_read_a_composite_reward_through_its_components():
 
 def test_a_math_answer_reports_no_sandbox_latency():
     """math-verify's time is not a container's: sandbox_latency_s stays 0.0 for math samples."""
-    from rewards.correctness import CorrectnessReward
+    from rewardbox.rewards.correctness import CorrectnessReward
 
     reward = CorrectnessReward(sandbox=None)
     try:

@@ -1,4 +1,4 @@
-"""`sandbox.protocol`: the host <-> supervisor wire format."""
+"""`rewardbox.sandbox.protocol`: the host <-> supervisor wire format."""
 
 import base64
 import hashlib
@@ -8,8 +8,8 @@ import json
 import pydantic
 import pytest
 
-from sandbox import Limits, RunRequest
-from sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
+from rewardbox.sandbox import Limits, RunRequest
+from rewardbox.sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
 
 NONCE = "a" * 64
 REPORT = {"version": 1, "phase": "pytest", "returncode": 0, "records": [{"event": "finished", "exitstatus": 0}]}

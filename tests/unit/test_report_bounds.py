@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rewards import CodeReward
-from sandbox import Limits, Verdict
-from sandbox.models import MAX_DEFAULT_TIMEOUT_S, default_timeout_s
-from sandbox.protocol import MAX_REPORT_BYTES, REPORT_PREFIX, TEXT_CAPS, parse_report
-from sandbox.runner import REPORT_MARGIN_BYTES
-from sandbox.verdict import ContainerFacts, judge
+from rewardbox.rewards import CodeReward
+from rewardbox.sandbox import Limits, Verdict
+from rewardbox.sandbox.models import MAX_DEFAULT_TIMEOUT_S, default_timeout_s
+from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, REPORT_PREFIX, TEXT_CAPS, parse_report
+from rewardbox.sandbox.runner import REPORT_MARGIN_BYTES
+from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
@@ -62,7 +62,7 @@ def test_code_reward_sizes_the_deadline_by_the_label(fake_sandbox, result):
 
 
 def test_the_cli_gives_no_deadline_unless_told():
-    from rewards.cli import _limits
+    from rewardbox.cli import _limits
 
     assert "timeout_s" not in _limits(argparse.Namespace(timeout_s=None, memory_mb=512)).model_fields_set
     assert _limits(argparse.Namespace(timeout_s=10.0, memory_mb=512)).for_tests(500).timeout_s == 10

@@ -1,4 +1,4 @@
-"""`rewards.sandboxfusion`: SandboxFusion's `/run_code` models, and the mapping
+"""`rewardbox.rewards.sandboxfusion`: SandboxFusion's `/run_code` models, and the mapping
 from a request to a sandbox run and from a run to SandboxFusion's answer."""
 
 import base64
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewards.sandboxfusion import (
+from rewardbox.rewards.sandboxfusion import (
     CODE_FILE,
     CommandRunResult,
     RunCodeRefused,
@@ -17,7 +17,7 @@ from rewards.sandboxfusion import (
     run_code_response,
     run_request,
 )
-from sandbox import RunResult, Verdict
+from rewardbox.sandbox import RunResult, Verdict
 
 
 def verl_payload(code: str, stdin: str | None, timeout: int = 10, memory_limit_mb: int = 1024,

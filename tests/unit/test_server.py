@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from fastapi import HTTPException
 
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.registry import Registry
-from rewards.sandboxfusion import RunCodeRequest
-from rewards.server.app import ServerSettings, Service
-from rewards.server.line import Busy, Held, Line
-from rewards.server.run_code import client_timeout_s, hold_s
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.registry import Registry
+from rewardbox.rewards.sandboxfusion import RunCodeRequest
+from rewardbox.rewards.server.app import ServerSettings, Service
+from rewardbox.rewards.server.line import Busy, Held, Line
+from rewardbox.rewards.server.run_code import client_timeout_s, hold_s
 
 
 class Echo(Reward):
@@ -220,7 +220,7 @@ async def _post(path: str, query: bytes, body: bytes) -> tuple[int, dict]:
     """One POST through the app (ASGI, no server), with a query string."""
     import json
 
-    from rewards.server.app import create_app
+    from rewardbox.rewards.server.app import create_app
 
     sent: list[dict] = []
     incoming = [{"type": "http.request", "body": body, "more_body": False}]

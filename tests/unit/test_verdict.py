@@ -1,4 +1,4 @@
-"""`sandbox.verdict.judge`: host facts + harness report -> `RunResult`, one branch at a time."""
+"""`rewardbox.sandbox.verdict.judge`: host facts + harness report -> `RunResult`, one branch at a time."""
 
 import base64
 import hashlib
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sandbox import Outcome, RunResult, Verdict
-from sandbox.protocol import REPORT_PREFIX, parse_report
-from sandbox.verdict import ContainerFacts, judge
+from rewardbox.sandbox import Outcome, RunResult, Verdict
+from rewardbox.sandbox.protocol import REPORT_PREFIX, parse_report
+from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 NODE_A = "test_solution.py::test_a"
 NODE_B = "test_solution.py::test_b"

@@ -40,7 +40,7 @@ PR_SET_DUMPABLE = 4
 # 2,000 + 260 + 2 x 500 + 200 characters, at most 12 bytes each in JSON.
 MESSAGE_CHARS = 2000  # the tail: pytest's failure text ends with the error
 NODEID_CHARS = 240  # the head, then a digest of the rest: cut ids stay distinct
-NAME_CHARS = 500  # a test function's or class's name (sandbox.protocol cuts there too)
+NAME_CHARS = 500  # a test function's or class's name (rewardbox.sandbox.protocol cuts there too)
 EXC_TYPE_CHARS = 200
 TERMINAL_CHARS = 2000  # the tail of pytest's own terminal output
 SHORT_TRACEBACK_SOURCE_BYTES = 8 * 1024  # see traceback_style

@@ -14,10 +14,10 @@ from typing import Any
 
 from add_task import ADD_TESTS
 
-from rewards import GradingPolicy
-from rewards.grade import Grade
-from sandbox import Limits
-from sandbox.modes import DEFAULT_MODE
+from rewardbox.rewards import GradingPolicy
+from rewardbox.rewards.grade import Grade
+from rewardbox.sandbox import Limits
+from rewardbox.sandbox.modes import DEFAULT_MODE
 
 # The docker tier's runtime (the `sandbox` fixture reads the same variable): a
 # few answers differ under gVisor's kernel, and the README's threat model says which.

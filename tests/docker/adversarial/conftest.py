@@ -24,8 +24,8 @@ import docker.errors
 import pytest
 
 from adversarial.attacks import ESCAPE_NAME, SECRET_NAME, TOKEN, Attack
-from rewards import CodeReward, Sample
-from rewards.grade import Grade
+from rewardbox.rewards import CodeReward, Sample
+from rewardbox.rewards.grade import Grade
 
 CANARY_DIR = Path(f"/tmp/rewardbox-canary-{TOKEN}")
 CANARY = CANARY_DIR / "canary.txt"

@@ -8,7 +8,7 @@ no hack may score more than an honest wrong answer to it.
 import pytest
 
 from adversarial.attacks import QUICK, ROOMY, Attack, show
-from sandbox import Verdict
+from rewardbox.sandbox import Verdict
 
 TESTS = '''\
 from solution import Counter, count_up, make_counter

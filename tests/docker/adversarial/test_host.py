@@ -19,7 +19,7 @@ import pytest
 
 from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, POOLED_RUNC, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
 from adversarial.conftest import CANARY
-from sandbox import Outcome, RunRequest, Verdict
+from rewardbox.sandbox import Outcome, RunRequest, Verdict
 
 pytestmark = pytest.mark.core
 

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from adversarial.attacks import FORMATS, HONEST_RIGHT, HONEST_WRONG, Attack, baselines, show
-from sandbox import Verdict
+from rewardbox.sandbox import Verdict
 
 TEN_MB_OF_COMMENTS = ("#" * 99 + "\n") * (100 * 1024)
 BROKEN_TESTS = {

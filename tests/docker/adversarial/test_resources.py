@@ -14,8 +14,8 @@ import pytest
 from add_task import LABEL as ADD_LABEL
 
 from adversarial.attacks import FORMATS, GVISOR, POOLED, QUICK, Attack, baselines, messages, show
-from rewards import CodeReward
-from sandbox import Limits, Sandbox, Verdict
+from rewardbox.rewards import CodeReward
+from rewardbox.sandbox import Limits, Sandbox, Verdict
 
 pytestmark = pytest.mark.core
 

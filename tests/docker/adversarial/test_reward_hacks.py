@@ -17,7 +17,7 @@ stays true.
 import pytest
 
 from adversarial.attacks import FORMATS, GVISOR, MAIN, Attack, baselines, messages, show
-from sandbox import Outcome, Verdict
+from rewardbox.sandbox import Outcome, Verdict
 
 NODEIDS = [f".tests/test_solution.py::{name}" for name in ("test_small", "test_zero", "test_negative")]
 

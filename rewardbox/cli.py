@@ -21,14 +21,14 @@ from typing import IO, Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from rewards import safe_json
-from rewards.base import Reward, RewardOutput, Sample
-from rewards.lifecycle import StoppableSandbox
-from rewards.registry import Registry, UnknownRewardError, configured_registry
-from rewards.server.app import ServerSettings
-from sandbox import DEFAULT_IMAGE, InvalidRequest, Limits, SandboxError
-from sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S
-from sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES
+from rewardbox.rewards import safe_json
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.lifecycle import StoppableSandbox
+from rewardbox.rewards.registry import Registry, UnknownRewardError, configured_registry
+from rewardbox.rewards.server.app import ServerSettings
+from rewardbox.sandbox import DEFAULT_IMAGE, InvalidRequest, Limits, SandboxError
+from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S
+from rewardbox.sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 GZIP_MAGIC = b"\x1f\x8b"
@@ -236,8 +236,8 @@ def _answer(future: "Future[RewardOutput]") -> RewardOutput:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rewards.lifecycle import serve
-    from rewards.server import Service, create_app
+    from rewardbox.rewards.lifecycle import serve
+    from rewardbox.rewards.server import Service, create_app
 
     limits = _limits(args)
     settings = _validated(ServerSettings, max_waiting_samples=args.max_waiting, max_held_samples=args.max_held,
