@@ -69,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
                        help="samples waiting in line; beyond, requests are refused at once (503, 504 on /run_code)")
     serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
     serve.add_argument("-v", "--verbose", action="store_true")
+    score.set_defaults(run=_score)
+    serve.set_defaults(run=_serve)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return _score(args) if args.command == "score" else _serve(args)
+        return args.run(args)
     except (SandboxError, UnknownRewardError, UsageError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
