@@ -15,7 +15,7 @@ help: ## list the targets
 
 $(BIN)/rewardbox: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch,ray]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,torch,ray,docs]'
 	@touch $@
 
 # math-verify's sdist (its test suite's cases: bench/math_verify_cases.py), at the version constraints.txt pins.
