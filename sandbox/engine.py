@@ -35,6 +35,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from rewardbox.images import build_hint
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
 from rewardbox.sandbox.models import Limits
 
@@ -268,8 +269,7 @@ class DockerEngine:
         try:
             self._retry(lambda: self._api.inspect_image(image))
         except docker.errors.ImageNotFound:
-            raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
-                               f"run `make sandbox-image` to build it") from None
+            raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: {build_hint(image)}") from None
 
     def require_runtime(self, runtime: str | None) -> bool:
         """Checks that the engine knows `runtime`; True when it is gVisor."""
@@ -337,7 +337,7 @@ class DockerEngine:
                     return self._api.inspect_container(name)["Id"]
                 if isinstance(exc, docker.errors.ImageNotFound):
                     raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
-                                       f"run `make sandbox-image` to build it") from None
+                                       f"{build_hint(image)}") from None
                 raise
 
         return self._retry(create)

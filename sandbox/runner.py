@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rewardbox.sandbox import __version__
+from rewardbox.images import image_tag
 from rewardbox.sandbox.engine import DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from rewardbox.sandbox.models import RunRequest, RunResult
@@ -28,7 +28,8 @@ from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGE = f"rewardbox/python:{__version__}"
+# The lean image built from this package's harness (`rewardbox image build`).
+DEFAULT_IMAGE = image_tag("python")
 DEFAULT_MAX_CONTAINERS = 4
 # Read beyond the output limit: the harness's report (test records, output heads),
 # its prefix and signature. Only the solution's own output is held to the limit.

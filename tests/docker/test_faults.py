@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from add_task import LABEL
 
+from rewardbox.images import image_tag
 from rewardbox.rewards import CodeReward
 from rewardbox.rewards.base import Sample
 from rewardbox.sandbox import DEFAULT_IMAGE, EngineUnavailable, ImageMissing, Limits, RunRequest, RuntimeMissing, Sandbox, Verdict
@@ -90,9 +91,15 @@ def test_unreachable_engine_at_start_names_the_fix(tmp_path):
         DockerEngine(base_url=f"unix://{tmp_path}/no-engine.sock", retry_s=0.5)
 
 
-def test_missing_image_names_make_sandbox_image():
-    with pytest.raises(ImageMissing, match="make sandbox-image"):
+def test_missing_image_names_rewardbox_image_build():
+    with pytest.raises(ImageMissing, match="run `rewardbox image build`"):
         Sandbox(image="rewardbox/python:no-such-version", sweep=False)
+
+
+def test_missing_custom_image_names_the_build_with_packages():
+    custom = image_tag("python", ["numpy"], context="0" * 12)  # a harness no engine has an image of
+    with pytest.raises(ImageMissing, match="rewardbox image build --packages"):
+        Sandbox(image=custom, sweep=False)
 
 
 # -- a container -----------------------------------------------------------------

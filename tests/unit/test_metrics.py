@@ -314,7 +314,7 @@ def test_engine_does_not_count_answers_that_are_not_failures():
 
     engine = engine_over(NoImageAPI())
 
-    with pytest.raises(Exception, match="make sandbox-image"):
+    with pytest.raises(Exception, match="rewardbox image build"):
         engine.require_image("rewardbox/python:test")
 
     assert (engine.stats.errors, engine.stats.retries) == (0, 0)
