@@ -1,13 +1,20 @@
 """The code reward: completion + label -> sandbox run -> grade."""
 
 import logging
+import math
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+import docker
+
+from rewardbox.images import VARIANTS, image_manifest
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.grade import Grade, grade, grade_no_code
 from rewardbox.rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
+from rewardbox.rewards.needed_modules import missing_modules_error, needed_modules
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.rewards.safe_json import plain
 from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxError
@@ -25,7 +32,9 @@ class CodeReward(Reward):
     sandbox's bound on containers running at once. Without a sandbox given,
     one with default options is made on first use. Without a `timeout_s` in
     `limits`, a sample's run deadline grows with its label's test count
-    (`Limits.for_tests`).
+    (`Limits.for_tests`). A label whose tests import a module the sandbox's
+    image does not hold is unscorable on it, whatever the completion (the
+    dataset's need; `rewardbox.rewards.needed_modules`).
     """
 
     name = "code"
@@ -70,6 +79,12 @@ class CodeReward(Reward):
             return _unusable(sample, f"rewardbox could not read this sample: {type(exc).__name__}: {exc}"[:2000])
 
     def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[Grade]":
+        if needed := needed_modules(label):
+            image = _sandbox_image(self.sandbox)
+            held = IMAGE_MODULES.modules(*image) if image else None
+            if held is not None and (missing := set(needed) - held):
+                return _unusable(sample, missing_modules_error(missing, image[0], VARIANTS.get("scientific", ())),
+                                 label.kind)
         code = label.program(sample.completion, sample.prompt)
         if code is None:
             return _done(grade_no_code(label.expected.total, self.policy).model_copy(update={"kind": label.kind}))
@@ -88,6 +103,61 @@ def output(g: Grade) -> RewardOutput:
         return RewardOutput.unscorable(g.error or "unusable label", verdict=None, kind=g.kind)
     metadata = plain(g.model_dump(mode="json", exclude={"reward", "score"}))  # whatever backend made the run
     return RewardOutput(reward=g.reward, score=g.score, metadata=metadata)
+
+
+def _sandbox_image(sandbox: object) -> tuple[str, str | None] | None:
+    """The image a sandbox runs and its engine's address (None: the
+    environment's engine), or None when it runs elsewhere: Ray's workers use
+    their own nodes' engines."""
+    if isinstance(sandbox, LazySandbox):
+        if sandbox.options.get("ray"):
+            return None
+        return sandbox.image, getattr(sandbox.options.get("engine"), "base_url", None)
+    if isinstance(sandbox, Sandbox):
+        return sandbox.image, getattr(sandbox.engine, "base_url", None)
+    return None
+
+
+class ImageModules:
+    """The modules each image holds, by its labels (`image_manifest`): one
+    inspect per engine and image per process, whatever the samples and
+    threads. Unknown (None) for a foreign image; also, retried after
+    `retry_s`, when the engine could not tell: the check is skipped then,
+    never a failure of the sample."""
+
+    def __init__(self, retry_s: float = 30.0):
+        self.retry_s = retry_s
+        self._known: dict[tuple[str, str | None], tuple[frozenset[str] | None, float]] = {}
+        self._lock = threading.Lock()
+
+    def modules(self, image: str, base_url: str | None = None) -> frozenset[str] | None:
+        key = (image, base_url)
+        with self._lock:  # held through the one inspect: concurrent first samples wait for it
+            known = self._known.get(key)
+            if known is not None and time.monotonic() < known[1]:
+                return known[0]
+            try:
+                modules, until = self._inspect(image, base_url), math.inf
+            except Exception as exc:  # noqa: BLE001 - the engine could not tell: no check, the run says the rest
+                log.warning("cannot read the modules of image %s (%s); tests' imports go unchecked", image, exc)
+                modules, until = None, time.monotonic() + self.retry_s
+            self._known[key] = (modules, until)
+            return modules
+
+    @staticmethod
+    def _inspect(image: str, base_url: str | None) -> frozenset[str] | None:
+        api = docker.APIClient(base_url=base_url, version="auto", timeout=10) if base_url else \
+            docker.from_env(timeout=10).api
+        try:
+            manifest = image_manifest(image, api)
+        finally:
+            api.close()
+        if manifest is None:
+            raise LookupError("not on the engine")
+        return None if manifest.modules is None else frozenset(manifest.modules)
+
+
+IMAGE_MODULES = ImageModules()
 
 
 def _unusable(sample: Sample, error: str, kind: str | None = None) -> "Future[Grade]":
