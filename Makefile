@@ -8,7 +8,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py
 IMAGE := rewardbox/python:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench clean
+.PHONY: help install engine gvisor sandbox-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -52,11 +52,15 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	@echo "results: examples/results.jsonl"
 
 test: install sandbox-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+	$(MAKE) --no-print-directory docs
 	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
 	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
 	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
+
+docs: install ## build the documentation site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor fails
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 test-unit: install ## run the unit tier only (no Docker needed)
 	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit
