@@ -5,10 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 TRAINERS_VENV := .venv-trainers
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py)
-IMAGE := rewardbox/python:$(VERSION)
+# The lean sandbox image's tag: the version and the digest of the harness (rewardbox.images).
+IMAGE = $(shell $(BIN)/python -c 'from rewardbox.images import image_tag; print(image_tag())')
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
+.PHONY: help install engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -33,10 +34,13 @@ engine: ## make sure a Docker engine runs (installs and starts one if root on De
 	@bash scripts/ensure-engine.sh
 
 gvisor: sandbox-image ## install and register the gVisor runtime runsc (Debian's runsc; dockerd reloaded, never restarted)
-	@bash scripts/ensure-gvisor.sh
+	@IMAGE=$(IMAGE) bash scripts/ensure-gvisor.sh
 
-sandbox-image: engine ## build the sandbox image rewardbox/python:<version> (seconds when nothing changed)
-	@bash images/python/build.sh $(IMAGE)
+sandbox-image: engine $(BIN)/rewardbox ## build the sandbox image rewardbox/python:<version>-<harness digest> (rewardbox image build; seconds when nothing changed)
+	@$(BIN)/rewardbox image build >/dev/null
+
+scientific-image: engine $(BIN)/rewardbox ## build the scientific sandbox image (rewardbox image build --variant scientific: numpy, scipy, pandas, sympy, ...)
+	@$(BIN)/rewardbox image build --variant scientific >/dev/null
 
 service-image: install sandbox-image ## build the service image rewardbox/service:<version> (rewardbox serve in a container)
 	@PYTHON=$(BIN)/python bash images/service/build.sh rewardbox/service:$(VERSION)
@@ -44,14 +48,14 @@ service-image: install sandbox-image ## build the service image rewardbox/servic
 trainers-env: install ## the trainers tier's virtualenv .venv-trainers: the pinned trainer releases (tests/trainers/environment.py)
 	$(BIN)/python tests/trainers/environment.py $(TRAINERS_VENV)
 
-image-if-missing: engine
-	@docker image inspect $(IMAGE) >/dev/null 2>&1 || bash images/python/build.sh $(IMAGE)
+image-if-missing: engine $(BIN)/rewardbox
+	@$(BIN)/rewardbox image build >/dev/null
 
 demo: install image-if-missing ## score examples/rollouts.jsonl and show the summary
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+test: install sandbox-image scientific-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
 	$(MAKE) --no-print-directory docs
 	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray

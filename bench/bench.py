@@ -48,12 +48,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
 
+from rewardbox.images import image_tag  # noqa: E402
+
 REPO = Path(__file__).parents[1]
 MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-pytest-in-process", "rewardbox-fresh",
          "rewardbox-cold", "rewardbox-ray")
 DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
 LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
-IMAGE = "rewardbox/python:0.1.0"
+IMAGE = image_tag()  # the lean sandbox image of this checkout (rewardbox image build)
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
 BENCH_LABEL = "rewardbox-bench"  # not `rewardbox`: the Sandbox's sweep must leave these alone

@@ -21,6 +21,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from rewardbox.images.build import add_command as add_image_command
 from rewardbox.rewards import safe_json
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.lifecycle import StoppableSandbox
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("-v", "--verbose", action="store_true")
     score.set_defaults(run=_score)
     serve.set_defaults(run=_serve)
+    add_image_command(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -10,7 +10,8 @@ log() { echo "[gvisor] $*" >&2; }
 
 RUNTIME=runsc
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
-IMAGE=${IMAGE:-rewardbox/python:$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$(dirname "$0")/../rewardbox/__init__.py")}
+# The smoke test's image: the lean sandbox image of this checkout (`rewardbox image build`).
+IMAGE=${IMAGE:-$("${PYTHON:-$(dirname "$0")/../.venv/bin/python}" -c 'from rewardbox.images import image_tag; print(image_tag())')}
 # --network=none: runsc's own network stack off (Docker gives the sandbox none anyway).
 # --oci-seccomp: Docker's seccomp profile applies inside gVisor too, as under runc.
 # Platform: left at this Debian build's (2022-12) default, ptrace; its kvm

@@ -2,9 +2,10 @@
 # Builds the service image TAG (argument 1): rewardbox and its dependencies,
 # installed on the host for the image's Python (3.11, glibc 2.36, this
 # machine's architecture) into a staging dir, then copied into the image. The
-# base is picked as for the sandbox image: $REWARDBOX_BASE_IMAGE, else
-# python:3.11-slim-bookworm if present, else rewardbox/debian-base:bookworm
-# (made by `make sandbox-image` where no registry is reachable).
+# base is the sandbox image's, picked by `rewardbox image base`
+# (rewardbox.images.build.pick_base: $REWARDBOX_BASE_IMAGE, else
+# python:3.11-slim-bookworm if present or pullable, else a debootstrapped
+# rewardbox/debian-base:bookworm).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -12,13 +13,6 @@ tag=${1:?usage: build.sh TAG}
 python=${PYTHON:-python3}
 
 log() { echo "[service-image] $*" >&2; }
-# shellcheck source=../base.sh
-. "$here/../base.sh"
-
-no_base() {
-  log "no base image: run 'make sandbox-image' first (it makes $local_base where no registry is reachable)"
-  exit 1
-}
 
 docker info >/dev/null 2>&1 || { log "no Docker engine answers: start one (see README)"; exit 1; }
 stage=$(mktemp -d /var/tmp/rewardbox-service.XXXXXX)
@@ -31,7 +25,9 @@ platforms+=(--platform "manylinux2014_$(uname -m)")
 # only, pinned by constraints.txt) for the image's interpreter, not the host's.
 # Built from a copy: setuptools leaves build/ behind in the tree it builds.
 mkdir -p "$stage/src"
-cp -r "$root/pyproject.toml" "$root/README.md" "$root/sandbox" "$root/rewards" "$stage/src/"
+for path in pyproject.toml README.md LICENSE rewardbox sandbox rewards images; do
+  if [ -e "$root/$path" ]; then cp -r "$root/$path" "$stage/src/"; fi
+done
 find "$stage/src" -name __pycache__ -prune -exec rm -rf {} +
 # The source's digest, as a label: tests/docker/test_stops.py rebuilds an image made from other code.
 digest=$(cd "$stage/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
@@ -42,7 +38,7 @@ digest=$(cd "$stage/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0
   2> >(grep -v "is ignored" >&2)
 rm -rf "$stage/context/lib/bin"  # console scripts with the host's interpreter path; the image runs python3 -m
 cp "$here/Dockerfile" "$stage/context/"
-base=$(pick_base)
+base=$("$python" -m rewardbox image base)
 log "building $tag on $base"
 DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE=$base" --label "rewardbox.image=service" \
   --label "rewardbox.source=$digest" -t "$tag" "$stage/context" \

@@ -190,8 +190,8 @@ def test_a_signal_stops_serve_with_its_request_answered_and_nothing_left(docker_
 
 def source_digest() -> str:
     """What images/service/build.sh puts on the image's rewardbox.source label."""
-    files = [REPO / "pyproject.toml", REPO / "README.md"] + [
-        path for folder in ("sandbox", "rewards") for path in (REPO / folder).rglob("*")
+    files = [REPO / name for name in ("pyproject.toml", "README.md", "LICENSE") if (REPO / name).is_file()] + [
+        path for folder in ("rewardbox", "sandbox", "rewards", "images") for path in (REPO / folder).rglob("*")
         if path.is_file() and "__pycache__" not in path.parts]
     listing = b"".join(
         f"{hashlib.sha256(path.read_bytes()).hexdigest()}  ./{path.relative_to(REPO)}\n".encode()
