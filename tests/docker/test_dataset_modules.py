@@ -94,7 +94,7 @@ def score(image: str, tmp_path) -> tuple[dict[str, dict], str]:
 def test_numpy_tests_through_rewardbox_score(tmp_path):
     records, summary = score(SCIENTIFIC, tmp_path)
     assert {i: (r["reward"], r["verdict"]) for i, r in records.items()} == {
-        "correct": (1.0, "passed"), "wrong": (0.0, "failed"), "solution-imports-numpy": (-1.0, "import_error")}
+        "correct": (1.0, "passed"), "wrong": (0.0, "failed"), "solution-imports-numpy": (1.0, "passed")}
 
     records, summary = score(LEAN, tmp_path)
     assert {i: (r["reward"], r["verdict"]) for i, r in records.items()} == {
@@ -107,8 +107,9 @@ def test_numpy_tests_through_rewardbox_score(tmp_path):
 NUMERIC_TESTS = {"pytest": (
     "import os\n"
     "import numpy as np\n"
+    "import threading\n"
     "import scipy.linalg\n"
-    "from solution import solve\n\n"
+    "from solution import solve, threads\n\n"
     "def test_a_linear_system():\n"
     "    rng = np.random.default_rng(0)\n"
     "    a = rng.random((300, 300)) + 300 * np.eye(300)\n"
@@ -116,15 +117,22 @@ NUMERIC_TESTS = {"pytest": (
     "    assert np.allclose(a @ solve(a.tolist(), b.tolist()), b)\n"
     "    assert np.allclose(scipy.linalg.solve(a, b), np.linalg.solve(a, b))\n\n"
     "def test_blas_runs_on_the_calling_thread():\n"
-    "    # The pids limit counts threads: a BLAS pool sized by the host's CPUs would take them.\n"
-    "    before = len(os.listdir('/proc/self/task'))\n"
+    "    # The pids limit counts threads: a BLAS pool sized by the host's CPUs would take them. Every thread\n"
+    "    # of each process, the tests' and the solution's, is a Python thread: none is a native pool's.\n"
     "    np.ones((400, 400)) @ np.ones((400, 400))\n"
-    "    assert len(os.listdir('/proc/self/task')) == before\n"
-    "    assert os.environ.get('OPENBLAS_NUM_THREADS') == '1'\n\n"
+    "    assert len(os.listdir('/proc/self/task')) == threading.active_count()\n"
+    "    assert os.environ.get('OPENBLAS_NUM_THREADS') == '1'\n"
+    "    tasks, python_threads, blas = threads()\n"
+    "    assert (tasks, blas) == (python_threads, '1')\n\n"
     "def test_memory_within_the_limit():\n"
     "    assert np.zeros(25_000_000).sum() == 0.0  # 200 MB of the 512\n")}
-SOLVE = ("```python\nimport numpy as np\n\ndef solve(a, b):\n"
-         "    return np.linalg.solve(np.array(a), np.array(b)).tolist()\n```")
+SOLVE = ("```python\nimport os\nimport threading\n\nimport numpy as np\n\n"
+         "def solve(a, b):\n"
+         "    return np.linalg.solve(np.array(a), np.array(b)).tolist()\n\n"
+         "def threads():\n"
+         "    np.ones((400, 400)) @ np.ones((400, 400))\n"
+         "    return (len(os.listdir('/proc/self/task')), threading.active_count(),\n"
+         "            os.environ.get('OPENBLAS_NUM_THREADS'))\n```")
 
 
 def test_numpy_works_under_the_pooled_limits(scientific):
@@ -133,4 +141,5 @@ def test_numpy_works_under_the_pooled_limits(scientific):
 
     for _ in range(2):  # a fresh run and a reused container
         out = CorrectnessReward(sandbox=scientific, limits=limits)(SOLVE, NUMERIC_TESTS)
-        assert (out.reward, out.metadata["verdict"]) == (1.0, "passed"), out
+        assert (out.reward, out.metadata["verdict"]) == (1.0, "passed"), [
+            (t["name"], t["outcome"], t["message"]) for t in out.metadata["tests"]]

@@ -40,7 +40,9 @@ WORKER = "/opt/rewardbox/rbworker.py"
 SOLUTION = "/work/solution.py"
 SHOW_CHARS = 300
 OUTPUT_CAP_BYTES = 16 << 20
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+# As supervisor.child_env: one thread per numerical library, within the pids limit.
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+       "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 DATA = None
 # In a pooled container, a process forked from the warm zygote before this

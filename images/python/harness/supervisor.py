@@ -349,7 +349,10 @@ def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, 
 
 
 def child_env():
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+    # One thread per numerical library (numpy's OpenBLAS would start one per host
+    # CPU, and the pids limit counts threads); the image's ENV does not reach here.
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def pump(child, streams, deadline, output_limit_bytes, extra=None):
