@@ -43,7 +43,7 @@ def main() -> int:
     solution_imports = {row["id"]: imported_modules(row.get("solution") or "") - set(sys.stdlib_module_names)
                         for row in rows}
     print(f"{len(rows)} tasks ({unusable} with a label that cannot be read); "
-          f"{sum(1 for n in needs.values() if n)} whose tests import beyond the standard library")
+          f"{sum(1 for n in needs.values() if n)} whose tests import beyond the standard library (pytest among them)")
     for name in args.image or ["python", "scientific"]:
         image = resolve_image(name)
         manifest = image_manifest(image)
