@@ -5,7 +5,6 @@ import gzip
 import io
 import json
 import logging
-import math
 import os
 import signal
 import sys
@@ -21,21 +20,23 @@ from typing import IO, Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from rewardbox import __version__
+from rewardbox.images import image_tag
 from rewardbox.images.build import add_command as add_image_command
 from rewardbox.rewards import safe_json
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.lifecycle import StoppableSandbox
-from rewardbox.rewards.registry import Registry, UnknownRewardError, configured_registry
-from rewardbox.rewards.server.app import ServerSettings
-from rewardbox.sandbox import DEFAULT_IMAGE, InvalidRequest, Limits, SandboxError
-from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S
-from rewardbox.sandbox.modes import DEFAULT_MODE, DEFAULT_REUSE, MODES
+from rewardbox.rewards.registry import UnknownRewardError, configured_registry
+from rewardbox.sandbox import InvalidRequest, SandboxError
+from rewardbox.sandbox.modes import MODES
+from rewardbox.settings import Settings, SettingsError, build_reward, build_sandbox, load_settings, server_settings
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 GZIP_MAGIC = b"\x1f\x8b"
-# The flags behind the settings' fields, to name them in errors.
-FLAGS = {"timeout_s": "--timeout-s", "memory_mb": "--memory-mb", "max_waiting_samples": "--max-waiting",
-         "max_held_samples": "--max-held", "max_completion_bytes": "--max-completion-bytes"}
+# The flags that set a key of the settings: each has the key's name, and
+# defaults to None so that an unset flag leaves the key to the settings.
+SETTING_FLAGS = ("image", "mode", "runtime", "workers", "reuse", "timeout_s", "memory_mb", "ray", "reward",
+                 "max_waiting", "max_held", "max_completion_bytes")
 
 
 class UsageError(Exception):
@@ -44,6 +45,8 @@ class UsageError(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rewardbox", description="Sandboxed code-execution rewards.")
+    parser.add_argument("--version", action="version", version=f"rewardbox {__version__} (sandbox image {image_tag()})")
+    _config_argument(parser, None)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="score a JSONL file of rollouts",
                                 description="Score rollouts {id, completion, label, prompt?}, one JSON object per line. "
@@ -51,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                                             "math), mixed in one file.")
     score.add_argument("input", help="JSONL of rollouts, or - for standard input")
     score.add_argument("-o", "--output", default="-", help="JSONL of results, or - for standard output (default)")
-    score.add_argument("-r", "--reward", default="correctness",
+    score.add_argument("-r", "--reward", default=None,
                        help="a registered reward or a mix such as 'correctness=0.9,format_one_code_block=0.1' "
-                            f"(built in: {', '.join(configured_registry().names())}; default: correctness)")
+                            f"(built in: {', '.join(configured_registry().names())}; default: the settings' "
+                            "reward, correctness)")
     _sandbox_arguments(score)
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     score.add_argument("-v", "--verbose", action="store_true")
@@ -62,23 +66,35 @@ def main(argv: list[str] | None = None) -> int:
                                             "/v1/rewards, /healthz and /metrics.")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("-r", "--reward", default="correctness", help="the reward when a request names none")
+    serve.add_argument("-r", "--reward", default=None,
+                       help="the reward when a request names none (default: the settings' reward, correctness)")
     _sandbox_arguments(serve)
-    serve.add_argument("--max-waiting", type=int, default=ServerSettings().max_waiting_samples,
-                       help="samples in the sandbox at once; more wait in line, as long as their clients wait")
-    serve.add_argument("--max-held", type=int, default=ServerSettings().max_held_samples,
-                       help="samples waiting in line; beyond, requests are refused at once (503, 504 on /run_code)")
-    serve.add_argument("--max-completion-bytes", type=int, default=ServerSettings().max_completion_bytes)
+    serve.add_argument("--max-waiting", type=int, default=None,
+                       help="samples in the sandbox at once; more wait in line, as long as their clients wait "
+                            "(default: the settings', 4096)")
+    serve.add_argument("--max-held", type=int, default=None,
+                       help="samples waiting in line; beyond, requests are refused at once (503, 504 on /run_code) "
+                            "(default: the settings', 32768)")
+    serve.add_argument("--max-completion-bytes", type=int, default=None,
+                       help="a longer completion is refused (413) (default: the settings', 1 MiB)")
     serve.add_argument("-v", "--verbose", action="store_true")
+    doctor = commands.add_parser("doctor", help="check this machine and print the effective settings",
+                                 description="Check the engine, its storage and cgroups, the sandbox image (present, "
+                                             "this version's harness, what it holds), the runtimes, a one-second "
+                                             "container run under the default limits, and Ray if configured; each "
+                                             "line ok or fail with the fix, then every effective setting and where "
+                                             "it came from. Exits 1 if a check failed.")
+    _sandbox_arguments(doctor)
     score.set_defaults(run=_score)
     serve.set_defaults(run=_serve)
+    doctor.set_defaults(run=_doctor)
     add_image_command(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.run(args)
-    except (SandboxError, UnknownRewardError, UsageError) as exc:
+    except (SandboxError, SettingsError, UnknownRewardError, UsageError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before a run began (reading the input, starting the service): nothing to answer
@@ -86,31 +102,53 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
 
 
+def _config_argument(command: argparse.ArgumentParser, default: Any) -> None:
+    command.add_argument("--config", metavar="FILE", default=default,
+                         help="a TOML settings file (default: $REWARDBOX_CONFIG); flags override the environment, "
+                              "which overrides the file")
+
+
 def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
-    """The options of the sandbox, the same for `score` and `serve`."""
+    """The options of the sandbox, the same for `score`, `serve` and
+    `doctor`. Each defaults to None: unset, the settings decide
+    (`rewardbox.settings`: REWARDBOX_* variables, --config, defaults)."""
+    # SUPPRESS: given before the command (`rewardbox --config F score`), it is not reset here.
+    _config_argument(command, argparse.SUPPRESS)
     command.add_argument("-j", "--workers", type=int, default=None,
                          help="containers at once (default: the CPU count); with --ray, on each sandbox node")
     command.add_argument("--timeout-s", type=float, default=None,
-                         help=f"deadline per sample (default: {DEFAULT_TIMEOUT_S:g} s plus {PER_TEST_TIMEOUT_S:g} s "
-                              f"per test, at most {MAX_DEFAULT_TIMEOUT_S:g} s)")
-    command.add_argument("--memory-mb", type=int, default=Limits().memory_mb, help="memory limit per sample")
-    command.add_argument("--image", default=DEFAULT_IMAGE, help="sandbox image")
+                         help="deadline per sample (default: 10 s plus 0.5 s per test, at most 120 s)")
+    command.add_argument("--memory-mb", type=int, default=None, help="memory limit per sample (default: 512)")
+    command.add_argument("--image", default=None,
+                         help="sandbox image: a variant name (python, scientific) or an image reference "
+                              "(default: python, the lean image)")
     command.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
-    command.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
-                         help="pooled: warm containers serving many samples each, from a clean slate (fastest); "
-                              "fresh: a new container per sample, started ahead; cold: a new container per sample, "
-                              "on demand (README, Sandbox modes)")
-    command.add_argument("--reuse", type=int, default=DEFAULT_REUSE, help="pooled: samples per container at most")
+    command.add_argument("--mode", choices=MODES, default=None,
+                         help="pooled: warm containers serving many samples each, from a clean slate (fastest, the "
+                              "default); fresh: a new container per sample, started ahead; cold: a new container per "
+                              "sample, on demand")
+    command.add_argument("--reuse", type=int, default=None,
+                         help="pooled: samples per container at most (default: 1000)")
     command.add_argument("--ray", metavar="ADDRESS", default=None,
                          help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
-                              "belongs to); needs rewardbox[ray] (README, Scaling out on Ray)")
+                              "belongs to); needs rewardbox[ray]")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings with this command's flags over them."""
+    return load_settings({key: getattr(args, key, None) for key in SETTING_FLAGS}, config=args.config)
+
+
+def _sandbox(settings: Settings) -> StoppableSandbox:
+    # One process scores for the whole machine: as many containers as CPUs unless told.
+    return build_sandbox(settings, StoppableSandbox, default_workers=os.cpu_count() or 2)
 
 
 def _score(args: argparse.Namespace) -> int:
     # Every check before anything runs or is written: a run that cannot start leaves the output as it was.
-    limits = _limits(args)
-    sandbox = StoppableSandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
-    reward = _resolve(configured_registry(sandbox=sandbox, limits=limits), args.reward)
+    settings = _settings(args)
+    sandbox = _sandbox(settings)
+    reward = build_reward(settings, sandbox)
     lines = _read_lines(args.input)
     _check_output(args.output, args.input)
     samples = [_sample(line, n) for n, line in lines]
@@ -243,64 +281,26 @@ def _serve(args: argparse.Namespace) -> int:
     from rewardbox.rewards.lifecycle import serve
     from rewardbox.rewards.server import Service, create_app
 
-    limits = _limits(args)
-    settings = _validated(ServerSettings, max_waiting_samples=args.max_waiting, max_held_samples=args.max_held,
-                          max_completion_bytes=args.max_completion_bytes, default_reward=args.reward)
-    sandbox = StoppableSandbox(image=args.image, runtime=args.runtime, **_mode(args, limits))
+    settings = _settings(args)
+    sandbox = _sandbox(settings)
     try:
         sandbox.sandbox  # made now: a missing engine fails at start, not at the first request
-        registry = configured_registry(sandbox=sandbox, limits=limits)
-        _resolve(registry, args.reward)  # an unknown default fails at start, not at the first request
-        serve(create_app(Service(registry, sandbox, settings)), sandbox, host=args.host, port=args.port,
-              log_level="info" if args.verbose else "warning")
+        registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
+        build_reward(settings, registry=registry)  # an unknown default fails at start, not at the first request
+        serve(create_app(Service(registry, sandbox, server_settings(settings))), sandbox, host=args.host,
+              port=args.port, log_level="info" if args.verbose else "warning")
     finally:
         sandbox.stop()
     return 0
 
 
-def _limits(args: argparse.Namespace) -> Limits:
-    if args.timeout_s is None:  # not given: the deadline grows with each sample's tests (Limits.for_tests)
-        return _validated(Limits, memory_mb=args.memory_mb)
-    if not math.isfinite(args.timeout_s):  # pydantic's gt=0 lets infinity through
-        raise UsageError(f"--timeout-s must be a finite number of seconds, not {args.timeout_s}")
-    return _validated(Limits, timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+def _doctor(args: argparse.Namespace) -> int:
+    from rewardbox.doctor import report, run_checks
 
-
-def _validated(model: Any, **values: Any) -> Any:
-    """`model(**values)`; a value out of range is a `UsageError` naming its flag."""
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        raise UsageError("; ".join(f"{FLAGS.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else 'settings'}: "
-                                   f"{e['msg'][:1].lower()}{e['msg'][1:]}, not {e['input']!r}"
-                                   for e in exc.errors())) from None
-
-
-def _resolve(registry: Registry, spec: str) -> Reward:
-    try:
-        return registry.resolve(spec)
-    except UnknownRewardError:
-        raise
-    except ValueError as exc:  # a mix whose weights cannot be used
-        raise UsageError(f"--reward {spec!r}: {exc}") from None
-
-
-def _mode(args: argparse.Namespace, limits: Limits) -> dict:
-    """The sandbox options of --mode, --reuse, --workers and --ray; a pool
-    warms its first containers with the run's limits. On Ray, a node's worker
-    runs as many containers as its node has CPUs unless --workers says."""
-    if args.reuse < 1:
-        raise SandboxError("--reuse must be at least 1")
-    if args.workers is not None and args.workers < 1:
-        raise SandboxError("--workers must be at least 1")
-    options: dict = {"mode": args.mode}
-    if args.workers is not None or not args.ray:
-        options["max_containers"] = args.workers or os.cpu_count() or 2
-    if args.mode != "cold":
-        options.update(reuse=args.reuse, limits=limits)
-    if args.ray:
-        options["ray"] = args.ray
-    return options
+    settings = _settings(args)
+    checks = run_checks(settings)
+    print(report(checks, settings))
+    return 1 if any(not check.ok for check in checks) else 0
 
 
 def _sample(line: bytes | str, number: int) -> Sample | Future:

@@ -82,20 +82,21 @@ def __dir__() -> list[str]:
 
 
 def default_reward() -> Reward:
-    """The reward adapters use when given none: one `CorrectnessReward` per
-    process, made on first use so that loading an adapter costs nothing.
-    With `REWARDBOX_RAY` set ("auto" or an address), its sandbox runs on the
-    sandbox nodes of that Ray cluster."""
+    """The reward adapters use when given none: one per process, made on
+    first use (loading an adapter costs nothing) from the settings
+    (`rewardbox.settings`: REWARDBOX_* variables and the REWARDBOX_CONFIG
+    file): the `reward` on a sandbox of the `image`, `workers`, `mode`,
+    limits and `ray` they name, started on its first run. A setting that
+    cannot be used raises `SettingsError` naming it."""
     global _default
     with _default_lock:
         # A forked worker (Ray, a process pool) inherits the parent's reward with
         # its engine connection and threads, none of which work in the child.
         if _default is None or _default[0] != os.getpid():
-            from rewardbox.rewards.correctness import CorrectnessReward
-            from rewardbox.sandbox import LazySandbox
+            from rewardbox.settings import build_reward, build_sandbox, load_settings
 
-            ray = os.environ.get("REWARDBOX_RAY", "").strip()
-            _default = (os.getpid(), CorrectnessReward(LazySandbox(ray=ray) if ray else None))
+            settings = load_settings()
+            _default = (os.getpid(), build_reward(settings, build_sandbox(settings)))
         return _default[1]
 
 

@@ -7,28 +7,13 @@ later with one sample per call from many threads at once
 (`--train.agent_func_path`; before 0.10.2 `--agent_func_path`) drives a
 `CodingEpisode`. The two files to pass are in `examples/openrlhf/`.
 
-The trainer passes no options, so the settings come from the environment (an
-empty value counts as unset; a bad value raises `SettingsError` naming it):
-
-    REWARDBOX_REWARD             registered reward name or composition spec; default "correctness"
-    REWARDBOX_TIMEOUT_S          wall clock for a sample's tests; default grows with the tests (Limits.for_tests: 10 s + 0.5 s a test, at most 120 s)
-    REWARDBOX_MEMORY_MB          memory per container; default Limits.memory_mb (512)
-    REWARDBOX_WORKERS            containers running at once, per process (with REWARDBOX_RAY, per
-                                 sandbox node); default Sandbox's (4), on Ray the node's CPU count
-    REWARDBOX_IMAGE              sandbox image; default sandbox.DEFAULT_IMAGE
-    REWARDBOX_RUNTIME            OCI runtime, e.g. runsc (gVisor); default the engine's
-    REWARDBOX_MODE               sandbox mode: pooled (default), fresh or cold (README, Sandbox modes)
-    REWARDBOX_REUSE              pooled: samples per container at most; default 1000
-    REWARDBOX_RAY                score on the sandbox nodes of a Ray cluster: "auto" (the cluster this
-                                 process runs in) or an address; default unset, this machine's engine
-    REWARDBOX_RETRY_S            how long a failure of ours is retried before raising; default Sandbox's (60)
-    REWARDBOX_TIMEOUT_REWARD     reward for a timeout; default GradingPolicy's (-0.5)
-    REWARDBOX_CRASH_REWARD       reward for a crash; default GradingPolicy's (-1.0)
-    REWARDBOX_NO_CODE_REWARD     reward when no code is found; default GradingPolicy's (-1.0)
-    REWARDBOX_FORMAT_WEIGHT      if > 0: (1 - w) * reward + w * format_one_code_block; default 0
-    REWARDBOX_MAX_STEPS          agent: attempts per episode; default 3
-    REWARDBOX_FEEDBACK_TEMPLATE  agent: the user turn around the feedback, a preset name
-                                 (chatml, llama3, plain) or a text holding "{feedback}"; default chatml
+The trainer passes no options, so the settings come from the environment
+and the file it names (`rewardbox.settings`: REWARDBOX_* variables such as
+REWARDBOX_IMAGE, REWARDBOX_WORKERS, REWARDBOX_TIMEOUT_S, REWARDBOX_REWARD,
+REWARDBOX_MAX_STEPS, and REWARDBOX_CONFIG, a TOML file of the same keys; an
+empty value counts as unset; a bad value raises `SettingsError` naming it).
+Unset, each process runs 4 containers at once (with REWARDBOX_RAY, each
+sandbox node as many as it has CPUs).
 
 The reward is resolved by a registry whose built-ins (code, math,
 correctness) use the sandbox, limit and policy settings. The sandbox starts
@@ -47,13 +32,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewardbox.adapters import split_response
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
-from rewardbox.rewards.policy import GradingPolicy
-from rewardbox.sandbox import Limits, SandboxError
+from rewardbox.sandbox import SandboxError
+from rewardbox.settings import FEEDBACK_TEMPLATES, Settings, SettingsError, env_var, load_settings
+from rewardbox.settings import build_reward as build_settings_reward
+from rewardbox.settings import build_sandbox
 
 __all__ = [
     "CodingEpisode",
@@ -76,127 +62,34 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-# The text after the model's end-of-turn token (part of the action text): close
-# nothing, open a user turn, then open the assistant's next turn.
-FEEDBACK_TEMPLATES = {
-    "chatml": "\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n",
-    "llama3": "<|start_header_id|>user<|end_header_id|>\n\n{feedback}<|eot_id|>"
-              "<|start_header_id|>assistant<|end_header_id|>\n\n",
-    "plain": "\n\nUser: {feedback}\n\nAssistant: ",
-}
+OpenRLHFSettings = Settings
+"""The settings this adapter reads: `rewardbox.settings.Settings` (the name is kept for existing imports)."""
 
-# A prompt truncated on the left by the trainer still ends with this much of itself.
+ENV_VARS: dict[str, str] = {env_var(key): key for key in Settings.model_fields}
+"""Each environment variable and the settings key it sets."""
 
 
-class SettingsError(ValueError):
-    """A REWARDBOX_* environment variable holds a value we cannot use."""
-
-
-class OpenRLHFSettings(BaseModel):
-    """Everything the OpenRLHF adapter can be told, from `settings_from_env`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    reward: str = Field("correctness", min_length=1, description="registered reward name or composition spec")
-    image: str | None = Field(None, min_length=1, description="sandbox image; None: sandbox.DEFAULT_IMAGE")
-    runtime: str | None = Field(None, min_length=1, description="OCI runtime (runsc); None: the engine's default")
-    mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description="sandbox mode (rewardbox.sandbox.modes)")
-    reuse: int | None = Field(None, ge=1, description="pooled: samples per container at most; None: the default")
-    ray: str | None = Field(None, min_length=1, description="Ray cluster address or 'auto'; None: this machine's engine")
-    workers: int | None = Field(None, ge=1, description="containers running at once per process; None: Sandbox's")
-    retry_s: float | None = Field(None, ge=0, description="retry budget for failures of ours; None: Sandbox's")
-    limits: Limits = Field(default_factory=Limits)
-    policy: GradingPolicy = Field(default_factory=GradingPolicy)
-    format_weight: float = Field(0.0, ge=0, lt=1, description="weight of format_one_code_block in the mix")
-    max_steps: int = Field(3, ge=1, description="agent: attempts per episode")
-    feedback_template: str = Field("chatml", validate_default=True,
-                                   description="agent: preset name or a text holding {feedback}")
-
-    @field_validator("feedback_template")
-    @classmethod
-    def _template(cls, value: str) -> str:
-        template = FEEDBACK_TEMPLATES.get(value, value)
-        if "{feedback}" not in template:
-            raise ValueError(f"must be one of {sorted(FEEDBACK_TEMPLATES)} or a text containing {{feedback}}")
-        return template
-
-
-ENV_VARS: dict[str, tuple[str, ...]] = {
-    "REWARDBOX_REWARD": ("reward",),
-    "REWARDBOX_TIMEOUT_S": ("limits", "timeout_s"),
-    "REWARDBOX_MEMORY_MB": ("limits", "memory_mb"),
-    "REWARDBOX_WORKERS": ("workers",),
-    "REWARDBOX_IMAGE": ("image",),
-    "REWARDBOX_RUNTIME": ("runtime",),
-    "REWARDBOX_MODE": ("mode",),
-    "REWARDBOX_REUSE": ("reuse",),
-    "REWARDBOX_RAY": ("ray",),
-    "REWARDBOX_RETRY_S": ("retry_s",),
-    "REWARDBOX_TIMEOUT_REWARD": ("policy", "timeout_reward"),
-    "REWARDBOX_CRASH_REWARD": ("policy", "crash_reward"),
-    "REWARDBOX_NO_CODE_REWARD": ("policy", "no_code_reward"),
-    "REWARDBOX_FORMAT_WEIGHT": ("format_weight",),
-    "REWARDBOX_MAX_STEPS": ("max_steps",),
-    "REWARDBOX_FEEDBACK_TEMPLATE": ("feedback_template",),
-}
-"""Each environment variable and the settings field it sets."""
-
-
-def settings_from_env(environ: Mapping[str, str] | None = None) -> OpenRLHFSettings:
-    """Settings from REWARDBOX_* variables (default: `os.environ`).
+def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from REWARDBOX_* variables and the REWARDBOX_CONFIG file
+    (default: `os.environ`), as every other way in reads them.
 
     >>> settings_from_env({"REWARDBOX_TIMEOUT_S": "4", "REWARDBOX_CRASH_REWARD": ""}).limits.timeout_s
     4.0
     >>> settings_from_env({"REWARDBOX_WORKERS": "0"})
     Traceback (most recent call last):
     ...
-    rewardbox.adapters.openrlhf.SettingsError: REWARDBOX_WORKERS='0': Input should be greater than or equal to 1
+    rewardbox.settings.SettingsError: REWARDBOX_WORKERS='0': Input should be greater than or equal to 1
     """
-    env = os.environ if environ is None else environ
-    data: dict[str, Any] = {}
-    for var, path in ENV_VARS.items():
-        value = env.get(var, "")
-        if value.strip():
-            node = data
-            for key in path[:-1]:
-                node = node.setdefault(key, {})
-            node[path[-1]] = value
-    try:
-        return OpenRLHFSettings.model_validate(data)
-    except ValidationError as exc:
-        raise SettingsError("; ".join(_env_problem(error, env) for error in exc.errors())) from None
+    return load_settings(environ=environ)
 
 
-def _env_problem(error: Any, env: Mapping[str, str]) -> str:
-    loc = tuple(str(part) for part in error["loc"])
-    for var, path in ENV_VARS.items():
-        if loc[:len(path)] == path:
-            return f"{var}={env.get(var)!r}: {error['msg']}"
-    # A rule over several fields (the policy's, say): name every variable it covers.
-    names = [var for var, path in ENV_VARS.items() if path[:len(loc)] == loc and env.get(var, "").strip()]
-    return f"{', '.join(names) or 'REWARDBOX_*'}: {error['msg']}"
+def build_reward(settings: Settings) -> Reward:
+    """The reward the settings describe (`rewardbox.settings.build_reward`)
+    on their sandbox, which starts here, whatever the reward, so that a dead
+    engine shows at the first call; tests replace this function."""
+    from rewardbox.sandbox import modes
 
-
-def build_reward(settings: OpenRLHFSettings) -> Reward:
-    """The reward the settings describe, from a registry configured with
-    their sandbox, policy and limits. The sandbox starts here, whatever the
-    reward, so a dead engine shows at the first call; tests replace this function."""
-    from rewardbox.rewards.registry import configured_registry
-    from rewardbox.sandbox.modes import make_sandbox
-
-    options = {"image": settings.image, "max_containers": settings.workers,
-               "runtime": settings.runtime, "retry_s": settings.retry_s, "reuse": settings.reuse, "ray": settings.ray}
-    if settings.mode != "cold":
-        options["limits"] = settings.limits
-    sandbox = make_sandbox(settings.mode, **{key: value for key, value in options.items() if value is not None})
-    registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
-    reward = registry.resolve(settings.reward)
-    if settings.format_weight == 0:
-        return reward
-    from rewardbox.rewards.composite import CompositeReward
-    from rewardbox.rewards.format import FormatReward
-
-    return CompositeReward([(reward, 1.0 - settings.format_weight), (FormatReward.one_code_block(), settings.format_weight)])
+    return build_settings_reward(settings, build_sandbox(settings, modes.make_sandbox))
 
 
 class OpenRLHFReward:
@@ -207,14 +100,14 @@ class OpenRLHFReward:
     every Ray actor that scores.
     """
 
-    def __init__(self, reward: Reward | None = None, settings: OpenRLHFSettings | None = None):
+    def __init__(self, reward: Reward | None = None, settings: Settings | None = None):
         self._given = reward
         self._built: tuple[int, Reward] | None = None  # with the pid that built it
         self._settings = settings
         self._lock = threading.Lock()
 
     @property
-    def settings(self) -> OpenRLHFSettings:
+    def settings(self) -> Settings:
         if self._settings is None:
             self._settings = settings_from_env()  # a race only parses the same environment twice
         return self._settings

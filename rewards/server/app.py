@@ -24,19 +24,21 @@ from rewardbox.rewards.sandboxfusion import RunCodeSettings
 from rewardbox.rewards.server.line import Busy, Held, Line
 from rewardbox.rewards.server.metrics import RequestMetrics, ServiceMetrics
 from rewardbox.sandbox import LazySandbox, Sandbox, SandboxError
+from rewardbox.settings import MAX_COMPLETION_BYTES, MAX_HELD_SAMPLES, MAX_WAITING_SAMPLES
 
 log = logging.getLogger(__name__)
 
 
 class ServerSettings(BaseModel):
-    """The service's own limits; the sandbox's are in `Limits`."""
+    """The service's own limits; the sandbox's are in `Limits`. `rewardbox
+    serve` makes them from the settings (`rewardbox.settings.server_settings`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_completion_bytes: int = Field(1 << 20, ge=1, description="a completion over this is refused (413)")
-    max_waiting_samples: int = Field(4096, ge=1, description="samples in the sandbox at once (running or queued "
+    max_completion_bytes: int = Field(MAX_COMPLETION_BYTES, ge=1, description="a completion over this is refused (413)")
+    max_waiting_samples: int = Field(MAX_WAITING_SAMPLES, ge=1, description="samples in the sandbox at once (running or queued "
                                      "for a container); more wait in line, in arrival order")
-    max_held_samples: int = Field(32768, ge=1, description="samples waiting in line; beyond, a request is refused "
+    max_held_samples: int = Field(MAX_HELD_SAMPLES, ge=1, description="samples waiting in line; beyond, a request is refused "
                                   "at once (503; 504 on /run_code): a bound on memory, not on patience")
     hold_s: float = Field(170.0, gt=0, description="a /get_reward or /v1/rewards request waits this long at most, "
                           "then 503 while its samples keep their place for the retry; under the 180 s per attempt "

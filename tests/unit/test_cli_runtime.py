@@ -73,7 +73,7 @@ def test_a_bad_reuse_is_a_clear_error(made, tmp_path, capsys):
     rollouts.write_text("")
 
     assert cli.main(["score", str(rollouts), "--reuse", "0"]) == 2
-    assert "--reuse must be at least 1" in capsys.readouterr().err
+    assert "--reuse: input should be greater than or equal to 1, not 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, expected", [

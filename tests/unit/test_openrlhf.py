@@ -25,7 +25,7 @@ import torch
 
 from rewardbox.adapters import openrlhf as adapter
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
-from rewardbox.sandbox import EngineUnavailable, SandboxError
+from rewardbox.sandbox import DEFAULT_IMAGE, EngineUnavailable, SandboxError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "openrlhf"
 PROMPT = "<|im_start|>user\nWrite add(a, b).<|im_end|>\n<|im_start|>assistant\n"
@@ -88,7 +88,7 @@ def _load(path: Path, name: str) -> types.ModuleType:
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for var in adapter.ENV_VARS:
+    for var in [*adapter.ENV_VARS, "REWARDBOX_CONFIG"]:
         monkeypatch.delenv(var, raising=False)
     adapter.reset()
     yield monkeypatch
@@ -266,7 +266,8 @@ def test_every_variable_reaches_its_setting():
     assert (settings.policy.timeout_reward, settings.policy.crash_reward, settings.policy.no_code_reward) == (-0.25, -0.75, -2.0)
     assert (settings.format_weight, settings.max_steps) == (0.1, 5)
     assert settings.feedback_template == adapter.FEEDBACK_TEMPLATES["plain"]
-    assert set(adapter.ENV_VARS) == {
+    # Every documented variable still works (the settings hold the service's keys too).
+    assert set(adapter.ENV_VARS) >= {
         "REWARDBOX_REWARD", "REWARDBOX_TIMEOUT_S", "REWARDBOX_MEMORY_MB", "REWARDBOX_WORKERS", "REWARDBOX_IMAGE",
         "REWARDBOX_RUNTIME", "REWARDBOX_RETRY_S", "REWARDBOX_TIMEOUT_REWARD", "REWARDBOX_CRASH_REWARD",
         "REWARDBOX_NO_CODE_REWARD", "REWARDBOX_FORMAT_WEIGHT", "REWARDBOX_MAX_STEPS", "REWARDBOX_FEEDBACK_TEMPLATE",
@@ -333,8 +334,9 @@ def test_build_reward_hands_the_settings_to_the_sandbox_and_the_reward(recorded_
     reward = adapter.build_reward(settings)
     assert isinstance(reward, CorrectnessReward)
     code = _code_reward(reward)
-    # Unset: the sandbox's defaults. A pool warms up for the run's limits.
-    assert code.sandbox.kwargs == {"max_containers": 8, "runtime": "runsc", "retry_s": 5.0, "limits": settings.limits}
+    # The default image's tag; workers unset would be the sandbox's default. A pool warms up for the run's limits.
+    assert code.sandbox.kwargs == {"image": DEFAULT_IMAGE, "max_containers": 8, "runtime": "runsc", "retry_s": 5.0,
+                                   "reuse": 1000, "limits": settings.limits}
     assert code.sandbox.mode == "pooled"
     assert code.limits.timeout_s == 3.0 and code.policy.no_code_reward == -0.2
 
@@ -349,7 +351,9 @@ def test_a_composition_spec_gets_the_same_sandbox_and_policy(recorded_sandbox):
     (_, correctness, weight), (_, _, format_weight) = reward.components
     assert (weight, format_weight) == pytest.approx((0.9, 0.1))
     code = _code_reward(correctness)
-    assert code.sandbox.kwargs == {"image": "me/box:2", "limits": code.limits} and code.policy.crash_reward == -0.3
+    assert code.sandbox.kwargs == {"image": "me/box:2", "runtime": None, "retry_s": 60.0, "reuse": 1000,
+                                   "limits": code.limits}
+    assert code.policy.crash_reward == -0.3
 
 
 def test_rewardbox_ray_sends_the_sandbox_to_the_cluster(recorded_sandbox):
