@@ -57,10 +57,14 @@ __all__ = [
     "add_command",
     "build_image",
     "debian_mirror",
+    "host_debian_mirror",
     "modules_in_wheel",
     "modules_in_wheel_names",
     "pick_base",
+    "push_image",
+    "save_image",
     "target_platforms",
+    "wanted_packages",
 ]
 
 REGISTRY_BASE = "python:3.11-slim-bookworm"
@@ -486,7 +490,7 @@ def _list(args: argparse.Namespace) -> int:
             if manifest is None:
                 continue
             state = "current" if manifest.harness == current else "stale"
-            rows.append((reference, f"{image['Size'] / 1e6:.0f} MB", f"{manifest.harness} ({state})",
+            rows.append((reference, f"{image['Size'] / 1e6:.0f} MB", f"{manifest.harness or 'unlabelled'} ({state})",
                          " ".join(manifest.packages) or "-"))
     if not rows:
         print("no sandbox images on this engine: rewardbox image build")
