@@ -62,6 +62,7 @@ __all__ = [
     "modules_in_wheel_names",
     "pick_base",
     "push_image",
+    "push_target",
     "save_image",
     "target_platforms",
     "wanted_packages",
@@ -204,8 +205,8 @@ def pick_base(api: docker.APIClient) -> str:
     return _bootstrap_base(api)
 
 
-def _bootstrap_base(api: docker.APIClient) -> str:
-    """Debian bookworm with python3, by debootstrap from the host's mirror, imported as LOCAL_BASE."""
+def _bootstrap_base(api: docker.APIClient, target: str = LOCAL_BASE) -> str:
+    """Debian bookworm with python3, by debootstrap from the host's mirror, imported as `target`."""
     mirror = host_debian_mirror()
     if not shutil.which("debootstrap"):
         if os.geteuid() == 0 and shutil.which("apt-get"):
@@ -237,10 +238,10 @@ def _bootstrap_base(api: docker.APIClient) -> str:
             for child in (rootfs / junk).glob("*"):
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
-        repository, tag = LOCAL_BASE.split(":")
+        repository, tag = target.rsplit(":", 1)
         api.import_image_from_file(str(tarball), repository=repository, tag=tag)
-    _log(f"imported {LOCAL_BASE}")
-    return LOCAL_BASE
+    _log(f"imported {target}")
+    return target
 
 
 # -- wheels ---------------------------------------------------------------------------
@@ -415,15 +416,35 @@ def _existing(api: docker.APIClient, tag: str) -> str:
     return tag
 
 
+def push_target(tag: str, repository: str) -> tuple[str, str]:
+    """(repository, tag) to push `tag` as: `repository`'s own tag if it has
+    one (a colon in its last path segment, not a registry's port), else ours.
+
+    >>> push_target("rewardbox/python:0.1.0-abc", "registry:5000/sandbox")
+    ('registry:5000/sandbox', '0.1.0-abc')
+    >>> push_target("rewardbox/python:0.1.0-abc", "ghcr.io/me/sandbox:prod")
+    ('ghcr.io/me/sandbox', 'prod')
+    """
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository, given = repository.rsplit(":", 1)
+        return repository, given
+    return repository, tag.rsplit(":", 1)[1]
+
+
 def push_image(tag: str, repository: str, api: docker.APIClient) -> str:
     """Tags `tag` as `repository` (keeping our tag unless one is given) and pushes it; the pushed reference."""
-    repository, _, given = repository.rpartition(":") if ":" in repository.rsplit("/", 1)[-1] else (repository, "", "")
-    target_tag = given or tag.rsplit(":", 1)[1]
+    repository, target_tag = push_target(tag, repository)
+    import docker
+
     api.tag(_existing(api, tag), repository, target_tag)
-    for chunk in api.push(repository, tag=target_tag, stream=True, decode=True):
-        if "error" in chunk:
-            raise ImageBuildError(f"the push of {repository}:{target_tag} failed: {chunk['error']} "
-                                  "(logged in? `docker login` to the registry)")
+    try:
+        errors = [chunk["error"] for chunk in api.push(repository, tag=target_tag, stream=True, decode=True)
+                  if "error" in chunk]
+    except docker.errors.APIError as exc:
+        errors = [str(exc)]
+    if errors:
+        raise ImageBuildError(f"the push of {repository}:{target_tag} failed: {errors[0]} "
+                              "(logged in? `docker login` to the registry)")
     return f"{repository}:{target_tag}"
 
 

@@ -149,3 +149,17 @@ def test_an_unknown_package_fails_with_pips_words():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "pip could not fetch the wheels" in done.stderr and missing in done.stderr
+
+
+def test_push_tags_the_image_and_names_the_registry_that_refused_it(built, api):
+    # Nothing listens on loopback port 1: the tag is made, the push fails with the engine's words.
+    repository = "127.0.0.1:1/rewardbox-test"
+    done = subprocess.run([sys.executable, "-m", "rewardbox", "image", "push", repository, "--packages", PACKAGE],
+                          capture_output=True, text=True, timeout=300)
+    pushed = f"{repository}:{TAG.rsplit(':', 1)[1]}"
+    try:
+        assert done.returncode == 2, done.stderr
+        assert f"the push of {pushed} failed" in done.stderr and "docker login" in done.stderr
+        assert api.inspect_image(pushed)["Id"] == api.inspect_image(TAG)["Id"]
+    finally:
+        remove(api, pushed)
