@@ -197,9 +197,12 @@ def image_manifest(image: str, api: docker.APIClient | None = None) -> ImageMani
     such image. No container is started."""
     import docker  # only here: the rest of this module is pure
 
-    api = api or docker.from_env(timeout=30).api
+    own = docker.from_env(timeout=30).api if api is None else None
     try:
-        config = api.inspect_image(image).get("Config") or {}
+        config = (api or own).inspect_image(image).get("Config") or {}
     except docker.errors.ImageNotFound:
         return None
+    finally:
+        if own is not None:
+            own.close()
     return manifest_from_labels(image, config.get("Labels"))
