@@ -24,6 +24,7 @@ import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
@@ -191,6 +192,8 @@ class Settings(BaseSettings):
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        if _LAYERED.get():  # `load_settings` has read the layers itself, and hands their values in
+            return (init_settings,)
         # `Settings()` reads what `load_settings` reads, by the same code.
         return init_settings, _Layer(settings_cls, lambda: _env_layer(os.environ)), \
             _Layer(settings_cls, lambda: _file_layer(_config_path(None, os.environ))[0])
@@ -219,6 +222,9 @@ class Settings(BaseSettings):
     def policy(self) -> GradingPolicy:
         return GradingPolicy(timeout_reward=self.timeout_reward, crash_reward=self.crash_reward,
                              no_code_reward=self.no_code_reward)
+
+
+_LAYERED: ContextVar[bool] = ContextVar("rewardbox_settings_layered", default=False)
 
 
 class _Layer(PydanticBaseSettingsSource):
@@ -304,10 +310,13 @@ def load_settings(flags: Mapping[str, Any] | None = None, config: str | os.PathL
                              (given, lambda key: f"flag {_flag(key)}")):
         for key, value in layer.items():
             values[key], sources[key] = value, source_of(key)
+    layered = _LAYERED.set(True)
     try:
-        settings = Settings.model_validate(values)  # validation only: no source is read again
+        settings = Settings(**values)
     except ValidationError as exc:
         raise SettingsError("; ".join(_problem(error, values, sources) for error in exc.errors())) from None
+    finally:
+        _LAYERED.reset(layered)
     settings._sources = sources
     return settings
 
@@ -370,9 +379,9 @@ def reward_spec(settings: Settings) -> str:
     """The reward to resolve: `reward`, with `format_one_code_block` mixed in
     at `format_weight` (the reward's own weights scaled by 1 - w).
 
-    >>> reward_spec(Settings.model_validate({"format_weight": 0.2}))
+    >>> reward_spec(load_settings({"format_weight": 0.2}, environ={}))
     'correctness=0.8,format_one_code_block=0.2'
-    >>> reward_spec(Settings.model_validate({"reward": "correctness=3,format_one_code_block=1", "format_weight": 0.5}))
+    >>> reward_spec(load_settings({"reward": "correctness=3,format_one_code_block=1", "format_weight": 0.5}, environ={}))
     'correctness=0.375,format_one_code_block=0.625'
     """
     w = settings.format_weight

@@ -122,7 +122,9 @@ class TrlReward:
 
 
 def trl_reward(reward: Reward | None = None, label_column: str = "label", *, name: str | None = None) -> TrlReward:
-    """A TRL reward function (sync) over `reward`, by default `CorrectnessReward()`.
+    """A TRL reward function (sync) over `reward`; by default the process's
+    `default_reward()`, which the settings describe (REWARDBOX_REWARD, _IMAGE,
+    _WORKERS, ... or the REWARDBOX_CONFIG file; `rewardbox.settings`).
 
     >>> f = trl_reward(name="tests_passed")
     >>> f.__name__, callable(f)
