@@ -69,7 +69,7 @@ docs: install ## build the documentation site (docs/, mkdocs.yml) into build/sit
 test-unit: install ## run the unit tier only (no Docker needed)
 	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit
 
-test-docker: install sandbox-image ## run the docker tier only
+test-docker: install sandbox-image scientific-image ## run the docker tier only
 	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
 
 test-ray: install sandbox-image ## run the Ray tier only: a local cluster of node processes, in a network namespace holding only loopback (root)
