@@ -9,6 +9,7 @@ run under the default limits, through the `Sandbox`; Ray, if configured.
 """
 from __future__ import annotations
 
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ ENGINE_TIMEOUT_S = 10
 GVISOR = "runsc"
 RUN_S = 1.0
 RUN_DEADLINE_S = 60.0  # the one-second run, its container's start and removal included
+RAY_CONNECT_S = 5.0  # Ray's own client retries an address that does not answer for minutes
 
 
 class Check(BaseModel):
@@ -175,6 +177,9 @@ def check_ray(address: str) -> Check:
         from rewardbox.sandbox.ray_backend import RESOURCE
     except ImportError as exc:
         return Check(name="ray", ok=False, detail=f"Ray is not installed ({exc})", fix="pip install 'rewardbox[ray]'")
+    if unreachable := _unreachable(address):
+        return Check(name="ray", ok=False, detail=f"nothing answers at {address}: {unreachable}",
+                     fix=f"start the cluster (`ray start --head`) or correct {env_var('ray')}")
     joined = not ray.is_initialized()
     try:
         if joined:
@@ -191,6 +196,19 @@ def check_ray(address: str) -> Check:
                      fix=f"start sandbox nodes with `ray start --resources='{{\"{RESOURCE}\": 1}}'` beside an engine "
                          "holding the image")
     return Check(name="ray", ok=True, detail=f"the cluster at {address} has {nodes:g} sandbox node(s)")
+
+
+def _unreachable(address: str) -> str | None:
+    """Why a `host:port` address does not answer a TCP connection (None: it
+    does, or the address is `auto` or a ray:// URL, left to Ray)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return None
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_S):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def report(checks: list[Check], settings: Settings) -> str:
