@@ -62,10 +62,13 @@ def test_code_reward_sizes_the_deadline_by_the_label(fake_sandbox, result):
 
 
 def test_the_cli_gives_no_deadline_unless_told():
-    from rewardbox.cli import _limits
+    from rewardbox.cli import _settings
 
-    assert "timeout_s" not in _limits(argparse.Namespace(timeout_s=None, memory_mb=512)).model_fields_set
-    assert _limits(argparse.Namespace(timeout_s=10.0, memory_mb=512)).for_tests(500).timeout_s == 10
+    def limits(**flags):
+        return _settings(argparse.Namespace(config=None, **flags)).limits
+
+    assert "timeout_s" not in limits(timeout_s=None, memory_mb=512).model_fields_set
+    assert limits(timeout_s=10.0, memory_mb=512).for_tests(500).timeout_s == 10
 
 
 def test_the_cap_is_documented_in_the_readme():
