@@ -1,5 +1,6 @@
 """`--runtime` (gVisor: runsc), `--mode` and `--reuse` reach the sandbox of
-`rewardbox score` and `rewardbox serve`; and the sandbox they share stops at once.
+`rewardbox score` and `rewardbox serve`, over the settings (REWARDBOX_*
+variables, `--config`); and the sandbox they share stops at once.
 
 No engine here: `score` gets an empty file (its lazy sandbox is never made),
 and `serve`'s sandbox is replaced by one that records its options and refuses to start.
@@ -11,6 +12,7 @@ from concurrent.futures import Future
 import pytest
 
 from rewardbox import cli
+from rewardbox.images import image_tag
 from rewardbox.rewards.lifecycle import Stopped, StoppableSandbox
 from rewardbox.sandbox import RunRequest, SandboxError
 
@@ -96,6 +98,44 @@ def test_serve_passes_ray_to_its_sandbox(made, capsys):
     assert cli.main(["serve", "--ray", "auto", "--port", "0"]) == 2  # the refusing sandbox
     assert [m.get("ray") for m in made] == ["auto"]
     assert "max_containers" not in made[0]
+
+
+# --- the settings: flags over REWARDBOX_* variables over the --config file -----------------------------------
+
+def _score(tmp_path, *flags):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+    return cli.main(["score", str(rollouts), "-o", str(tmp_path / "out.jsonl"), "--no-progress", *flags])
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    for var in list(os.environ):
+        if var.startswith("REWARDBOX_"):
+            monkeypatch.delenv(var)
+    return monkeypatch
+
+
+def test_the_cli_reads_the_environment_and_the_file_and_its_flags_win(no_env, made, tmp_path):
+    path, other = tmp_path / "rewardbox.toml", tmp_path / "other.toml"
+    path.write_text('image = "me/box:1"\nworkers = 2\nmode = "fresh"\n')
+    other.write_text('mode = "cold"\n')
+    no_env.setenv("REWARDBOX_WORKERS", "5")
+    assert _score(tmp_path, "--config", str(path)) == 0
+    assert _score(tmp_path, "--config", str(path), "-j", "3", "--image", "scientific") == 0
+    no_env.setenv("REWARDBOX_CONFIG", str(path))
+    assert cli.main(["--config", str(other), "score", str(tmp_path / "rollouts.jsonl"),
+                     "-o", str(tmp_path / "out.jsonl"), "--no-progress"]) == 0
+    assert [(m["image"], m["max_containers"], m["mode"]) for m in made] == [
+        ("me/box:1", 5, "fresh"), (image_tag("scientific"), 3, "fresh"), (image_tag(), 5, "cold")]
+
+
+def test_a_bad_setting_from_the_environment_stops_the_cli_in_one_line(no_env, made, tmp_path, capsys):
+    no_env.setenv("REWARDBOX_WORKERS", "none")
+    assert _score(tmp_path) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rewardbox: REWARDBOX_WORKERS='none': Input should be a valid integer, unable to parse string as an integer"]
+    assert _score(tmp_path, "-j", "2") == 0  # the flag's value is the one used
 
 
 # --- stopping at once -----------------------------------------------------------

@@ -6,10 +6,7 @@ import os
 
 import pytest
 
-from rewardbox import cli
 from rewardbox.images import image_tag
-from rewardbox.rewards.lifecycle import StoppableSandbox
-from rewardbox.sandbox import SandboxError
 from rewardbox.settings import (
     Settings,
     SettingsError,
@@ -151,48 +148,3 @@ def test_the_service_takes_its_queue_sizes_and_default_reward_from_the_settings(
     service = server_settings(load_settings(environ={"REWARDBOX_MAX_WAITING": "7", "REWARDBOX_MAX_HELD": "9",
                                                      "REWARDBOX_REWARD": "math"}))
     assert (service.max_waiting_samples, service.max_held_samples, service.default_reward) == (7, 9, "math")
-
-
-# ---- the command line: flags over the settings ----------------------------------------------------------------
-
-@pytest.fixture
-def made(monkeypatch):
-    """The options of each sandbox the CLI makes; made, it refuses to start."""
-    options = []
-
-    class RecordingSandbox(StoppableSandbox):
-        def __init__(self, **kwargs):
-            options.append(kwargs)
-            super().__init__(**kwargs)
-
-        def _make(self):
-            raise SandboxError("no engine in the unit tier")
-
-    monkeypatch.setattr(cli, "StoppableSandbox", RecordingSandbox)
-    return options
-
-
-def _score(tmp_path, *flags):
-    rollouts = tmp_path / "rollouts.jsonl"
-    rollouts.write_text("")
-    return cli.main(["score", str(rollouts), "-o", str(tmp_path / "out.jsonl"), "--no-progress", *flags])
-
-
-def test_the_cli_reads_the_environment_and_the_file_and_its_flags_win(no_env, made, tmp_path, toml):
-    path = toml('image = "me/box:1"\nworkers = 2\nmode = "fresh"\n')
-    no_env.setenv("REWARDBOX_WORKERS", "5")
-    assert _score(tmp_path, "--config", str(path)) == 0
-    assert _score(tmp_path, "--config", str(path), "-j", "3", "--image", "scientific") == 0
-    no_env.setenv("REWARDBOX_CONFIG", str(path))
-    assert cli.main(["--config", str(toml('mode = "cold"\n', "other.toml")), "score", str(tmp_path / "rollouts.jsonl"),
-                     "-o", str(tmp_path / "out.jsonl"), "--no-progress"]) == 0
-    assert [(m["image"], m["max_containers"], m["mode"]) for m in made] == [
-        ("me/box:1", 5, "fresh"), (image_tag("scientific"), 3, "fresh"), (image_tag(), 5, "cold")]
-
-
-def test_a_bad_setting_from_the_environment_stops_the_cli_in_one_line(no_env, made, tmp_path, capsys):
-    no_env.setenv("REWARDBOX_WORKERS", "none")
-    assert _score(tmp_path) == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "rewardbox: REWARDBOX_WORKERS='none': Input should be a valid integer, unable to parse string as an integer"]
-    assert _score(tmp_path, "-j", "2") == 0  # the flag's value is the one used
