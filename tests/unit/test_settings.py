@@ -28,14 +28,6 @@ def toml(tmp_path):
     return write
 
 
-@pytest.fixture
-def no_env(monkeypatch):
-    for var in list(os.environ):
-        if var.startswith("REWARDBOX_"):
-            monkeypatch.delenv(var)
-    return monkeypatch
-
-
 def test_flags_beat_the_environment_which_beats_the_file_which_beats_the_defaults(toml):
     path = toml('workers = 2\nimage = "scientific"\nmemory_mb = 256\nreward = "math"\n')
     settings = load_settings(flags={"workers": 8, "mode": None}, config=path,
@@ -52,9 +44,9 @@ def test_the_file_may_be_named_by_rewardbox_config_and_a_flag_names_another(toml
     assert load_settings(config=second, environ={"REWARDBOX_CONFIG": str(first)}).workers == 4
 
 
-def test_settings_reads_the_environment_and_the_file_as_load_settings_does(no_env, toml):
-    no_env.setenv("REWARDBOX_CONFIG", str(toml('workers = 3\ntimeout_s = 4\n')))
-    no_env.setenv("REWARDBOX_TIMEOUT_S", "6")
+def test_settings_reads_the_environment_and_the_file_as_load_settings_does(monkeypatch, toml):
+    monkeypatch.setattr(os, "environ", {"REWARDBOX_CONFIG": str(toml('workers = 3\ntimeout_s = 4\n')),
+                                        "REWARDBOX_TIMEOUT_S": "6"})
     assert Settings().model_dump() == load_settings().model_dump()
     assert (Settings().workers, Settings().timeout_s) == (3, 6.0)
 
