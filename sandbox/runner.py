@@ -268,6 +268,9 @@ class LazySandbox:
     def run(self, request: RunRequest) -> RunResult:
         return self.sandbox.run(request)
 
+    def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
+        return self.sandbox.run_many(requests)
+
     def __enter__(self) -> "LazySandbox":
         return self
 

@@ -1,11 +1,13 @@
 """Unit tier: pure logic only, against a fake sandbox. No Docker engine is needed."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 import pytest
 
 from rewardbox.sandbox import Outcome, RunRequest, RunResult, TestResult, Verdict
+from rewardbox.sandbox.engine import EngineProbe
+from rewardbox.sandbox.runner import SandboxStats
 
 Answer = RunResult | BaseException | Callable[[RunRequest], RunResult]
 
@@ -37,6 +39,31 @@ class FakeSandbox:
         else:
             _settle(future, answer, request)
         return future
+
+    # The rest of `SandboxBackend`, as a sandbox that never started reports it.
+    image = "rewardbox-fake"
+    max_containers = 4
+
+    def run(self, request: RunRequest) -> RunResult:
+        return self.submit(request).result()
+
+    def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
+        return [future.result() for future in [self.submit(request) for request in requests]]
+
+    def stats(self) -> SandboxStats:
+        return SandboxStats()
+
+    def probe(self, timeout_s: float = 2.0) -> EngineProbe:
+        return EngineProbe(reachable=True, version="fake", image_present=True)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "FakeSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def finish(self) -> None:
         pending, self._pending = self._pending, []
