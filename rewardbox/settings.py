@@ -25,13 +25,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rewardbox.rewards.policy import GradingPolicy
+from rewardbox.sandbox.config import DEFAULT_MODE, Mode, SandboxConfig
 from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE
 
@@ -59,6 +60,7 @@ __all__ = [
     "env_var",
     "load_settings",
     "reward_spec",
+    "sandbox_config",
     "sandbox_options",
     "server_settings",
 ]
@@ -134,7 +136,7 @@ class Settings(BaseSettings):
         "the sandbox image: a variant name (`python`, the lean image; `scientific`, with numpy, scipy, pandas, "
         "sympy and the like), built by `rewardbox image build [--variant NAME]`, or an image reference "
         "(`registry/name:tag`)"))
-    mode: Literal["pooled", "fresh", "cold"] = Field("pooled", description=(
+    mode: Mode = Field(DEFAULT_MODE, description=(
         "sandbox mode: `pooled` (warm containers serving many samples each from a clean slate; fastest), "
         "`fresh` (a new container per sample, started ahead) or `cold` (a new container per sample, on demand)"))
     runtime: str | None = Field(None, min_length=1, description="OCI runtime, `runsc` for gVisor; unset: the engine's")
@@ -363,16 +365,22 @@ def sandbox_options(settings: Settings, default_workers: int | None = None) -> d
     return options
 
 
+def sandbox_config(settings: Settings, default_workers: int | None = None) -> SandboxConfig:
+    """The `SandboxConfig` of these settings: `sandbox_options`, checked and typed
+    (its fields left unset are the ones `sandbox_options` leaves out)."""
+    return SandboxConfig(**sandbox_options(settings, default_workers))
+
+
 def build_sandbox(settings: Settings, factory: Callable[..., Any] | None = None,
                   default_workers: int | None = None) -> LazySandbox:
-    """The sandbox of these settings, made by `factory` from
-    `sandbox_options` (default: a `LazySandbox`, started on first use; the
-    command line passes its stoppable one, `make_sandbox` starts it now)."""
+    """The sandbox of these settings, made by `factory(config=sandbox_config(...))`
+    (default: a `LazySandbox`, started on first use; the command line passes
+    its stoppable one, `make_sandbox` starts it now)."""
     if factory is None:
         from rewardbox.sandbox import LazySandbox
 
         factory = LazySandbox
-    return factory(**sandbox_options(settings, default_workers))
+    return factory(config=sandbox_config(settings, default_workers))
 
 
 def reward_spec(settings: Settings) -> str:

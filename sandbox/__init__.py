@@ -3,7 +3,8 @@
 from rewardbox import __version__
 from rewardbox.sandbox.errors import ClusterUnavailable, ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
 from rewardbox.sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
-from rewardbox.sandbox.runner import DEFAULT_IMAGE, LazySandbox, Sandbox  # noqa: E402
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
+from rewardbox.sandbox.modes import LazySandbox  # noqa: E402
 
 __all__ = [
     "ClusterUnavailable",

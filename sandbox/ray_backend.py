@@ -44,6 +44,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from rewardbox.sandbox.config import SandboxConfig, make_local_sandbox
 from rewardbox.sandbox.engine import EngineProbe
 from rewardbox.sandbox.errors import ClusterUnavailable, EngineUnavailable, SandboxError
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
@@ -70,11 +71,9 @@ class SandboxWorker:
     options, driven concurrently (an async actor: each call awaits its run)."""
 
     def __init__(self, options: dict[str, Any]):
-        from rewardbox.sandbox.modes import make_sandbox
-
         options = dict(options)
         options.setdefault("max_containers", os.cpu_count() or 2)
-        self.sandbox = make_sandbox(**options)
+        self.sandbox = make_local_sandbox(SandboxConfig(**options))
         self.node_id = ray.get_runtime_context().get_node_id()
         self.in_flight = 0
         self.peak_in_flight = 0

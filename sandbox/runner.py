@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -218,67 +217,3 @@ def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, b
         if len(out) + len(err) + len(buffer) > cap:
             return out, err, True, False
 
-
-class LazySandbox:
-    """A sandbox made with these options (`mode` among them, see
-    rewardbox.sandbox.modes) on first use: a caller that may never run code (a
-    math-only batch) needs no engine, and concurrent first calls make exactly one."""
-
-    def __init__(self, **options: Any):
-        self.options = options
-        self._sandbox: Sandbox | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def started(self) -> bool:
-        return self._sandbox is not None
-
-    @property
-    def image(self) -> str:
-        return self.options.get("image", DEFAULT_IMAGE)
-
-    @property
-    def max_containers(self) -> int:
-        return self.options.get("max_containers", DEFAULT_MAX_CONTAINERS)
-
-    def stats(self) -> SandboxStats:
-        """The sandbox's counters; zeros before it is made (this never makes it)."""
-        sandbox = self._sandbox
-        return sandbox.stats() if sandbox is not None else SandboxStats()
-
-    def probe(self, timeout_s: float = 2.0) -> EngineProbe:
-        """A quick look at the engine the sandbox uses or would use; never makes it."""
-        sandbox = self._sandbox
-        if sandbox is not None:
-            return sandbox.probe(timeout_s)
-        return probe_engine(self.image, getattr(self.options.get("engine"), "base_url", None), timeout_s)
-
-    @property
-    def sandbox(self) -> Sandbox:
-        from rewardbox.sandbox.modes import make_sandbox  # modes builds on this module
-
-        with self._lock:
-            if self._sandbox is None:
-                self._sandbox = make_sandbox(**self.options)
-            return self._sandbox
-
-    def submit(self, request: RunRequest) -> "Future[RunResult]":
-        return self.sandbox.submit(request)
-
-    def run(self, request: RunRequest) -> RunResult:
-        return self.sandbox.run(request)
-
-    def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
-        return self.sandbox.run_many(requests)
-
-    def __enter__(self) -> "LazySandbox":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._sandbox is not None:
-                self._sandbox.close()
-                self._sandbox = None

@@ -24,8 +24,8 @@ def made(monkeypatch):
 
     class RecordingSandbox(StoppableSandbox):
         def __init__(self, **kwargs):
-            options.append(kwargs)
             super().__init__(**kwargs)
+            options.append(self.options)  # the fields its SandboxConfig was given
 
         def _make(self):
             raise SandboxError("no engine in the unit tier")

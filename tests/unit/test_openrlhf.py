@@ -309,9 +309,11 @@ def test_the_settings_are_read_from_the_environment_at_the_first_call(reward_fil
 # ---- building the reward ----------------------------------------------------------------------------------------
 
 class _Recorder:
-    def __init__(self, mode, **kwargs):
-        self.mode = mode
-        self.kwargs = kwargs
+    """Records the `SandboxConfig` it is given: its mode, and its other fields given."""
+
+    def __init__(self, config):
+        self.mode = config.mode
+        self.kwargs = {key: getattr(config, key) for key in config.model_fields_set - {"mode"}}
 
 
 @pytest.fixture

@@ -1,0 +1,69 @@
+"""A sandbox's configuration (`SandboxConfig`), its modes by name, and the
+single-machine sandbox a configuration makes (`make_local_sandbox`).
+
+    pooled  long-lived containers serving up to `reuse` runs each, one at a
+            time, every run from a clean slate (sandbox/pool.py); the default
+    fresh   a container nothing else has used for every run, started ahead of
+            demand (a pool with reuse=1)
+    cold    a container created on demand for every run, with the image's
+            single-use harness (sandbox/runner.py)
+
+The Ray backend builds on this module (each worker makes the local sandbox
+of its configuration) and `rewardbox.sandbox.modes` on both, so that no two
+of them import each other.
+"""
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rewardbox.sandbox.engine import DockerEngine
+from rewardbox.sandbox.models import Limits
+from rewardbox.sandbox.pool import DEFAULT_REUSE, PooledSandbox
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox
+
+Mode = Literal["pooled", "fresh", "cold"]
+MODES: tuple[str, ...] = get_args(Mode)  # the one list of the modes; the settings' field is typed `Mode`
+DEFAULT_MODE: Mode = "pooled"
+
+
+class SandboxConfig(BaseModel):
+    """What makes a sandbox, checked once, wherever it comes from (settings,
+    the command line, a caller's keywords). A field left unset is the
+    backend's own default; `model_dump(exclude_unset=True)` is what was given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Mode = DEFAULT_MODE
+    image: str = Field(DEFAULT_IMAGE, min_length=1)
+    runtime: str | None = None  # the OCI runtime (`runsc`: gVisor); None: the engine's
+    max_containers: int | None = Field(None, ge=1)  # runs at once; None: 4, on Ray each node's CPU count
+    reuse: int | None = Field(None, ge=1)  # pooled: runs a container serves; None: DEFAULT_REUSE
+    limits: Limits | None = None  # a pool starts its first containers for these
+    retry_s: float | None = Field(None, ge=0)  # how long failures of ours are retried; None: 60 s
+    ray: str | None = None  # a Ray address ("auto"); None: this machine's engine
+
+
+def check_mode(mode: str) -> None:
+    """
+    >>> check_mode("warm")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown sandbox mode 'warm' (modes: pooled, fresh, cold)
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r} (modes: {', '.join(MODES)})")
+
+
+def make_local_sandbox(config: SandboxConfig, engine: DockerEngine | None = None, sweep: bool = True) -> Sandbox:
+    """The sandbox of `config` on this machine's engine (its `ray` is not looked at)."""
+    options: dict = {"image": config.image, "runtime": config.runtime, "engine": engine, "sweep": sweep}
+    if config.max_containers is not None:
+        options["max_containers"] = config.max_containers
+    if config.retry_s is not None:
+        options["retry_s"] = config.retry_s
+    if config.mode == "pooled":
+        return PooledSandbox(reuse=config.reuse or DEFAULT_REUSE, limits=config.limits, **options)
+    if config.mode == "fresh":
+        return PooledSandbox(reuse=1, limits=config.limits, **options)
+    return Sandbox(**options)
