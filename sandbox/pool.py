@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 
 from rewardbox.sandbox.errors import ContainerLost, HarnessError, SandboxError
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
-from rewardbox.sandbox.protocol import encode_request, new_nonce, parse_report
+from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, READY, Report, encode_request, new_nonce, parse_report
 from rewardbox.sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
 POOL_COMMAND = ["python3", "-I", "-B", "/opt/rewardbox/pool_supervisor.py"]
-READY = b"RBREADY\n"
 DEFAULT_REUSE = 1000  # each run is checked clean; a start costs as much CPU as ~10 runs
 DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
@@ -315,10 +314,10 @@ class PooledSandbox(Sandbox):
             self._replenish(limits)
             raise
         if report is not None:
-            self._give_back(container, report.get("recycle"))
-            if report.get("phase") == "harness_error" and not report.get("harness_attacked"):
-                raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
-            return judge(report, self._facts(started, oom_killed=bool(report.get("oom_killed"))))
+            self._give_back(container, report.recycle)
+            if report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
+                raise HarnessError(f"the sandbox harness failed: {report.message}")
+            return judge(report, self._facts(started, oom_killed=report.oom_killed))
         # No report: the container ended, or we end it. Its events say why.
         try:
             killed_late = False
@@ -368,7 +367,7 @@ def _same_container(a: Limits, b: Limits) -> bool:
     return a.model_dump(exclude=per_run) == b.model_dump(exclude=per_run)
 
 
-def _take_report(container: PoolContainer, nonce: str) -> dict | None:
+def _take_report(container: PoolContainer, nonce: str) -> Report | None:
     """This run's report if a whole line of it has arrived (consumed with all
     before it); None otherwise."""
     end = container.stdout.rfind(b"\n")

@@ -1,15 +1,51 @@
 """The wire format between the host and the in-container supervisor
 (images/python/harness/supervisor.py). Pure functions, no Docker."""
 
+import functools
 import hashlib
 import hmac
+import importlib.util
 import json
 import re
 import secrets
+from importlib import resources
+from types import ModuleType
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rewardbox.sandbox.errors import HarnessError
 from rewardbox.sandbox.models import RunRequest
 
-REPORT_PREFIX = b"RBREPORT "
+
+@functools.cache
+def harness_protocol() -> ModuleType:
+    """The harness's own constants module (images/python/harness/rbprotocol.py,
+    shipped as package data), loaded by path: the host reads the same file the
+    image runs, so the two sides cannot keep diverging copies.
+
+    >>> harness_protocol().REPORT_PREFIX
+    b'RBREPORT '
+    """
+    path = resources.files("rewardbox.images") / "python" / "harness" / "rbprotocol.py"
+    spec = importlib.util.spec_from_file_location("rewardbox_harness_rbprotocol", str(path))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_RB = harness_protocol()
+PROTOCOL_VERSION: int = _RB.PROTOCOL_VERSION
+READY: bytes = _RB.READY
+REPORT_PREFIX: bytes = _RB.REPORT_PREFIX
+WORK_DIR: str = _RB.WORK_DIR
+SOLUTION_FILE: str = _RB.SOLUTION_FILE
+SANDBOX_UID: int = _RB.SANDBOX_UID
+SANDBOX_GID: int = _RB.SANDBOX_GID
+PHASE_SYNTAX: str = _RB.PHASE_SYNTAX
+PHASE_PYTEST: str = _RB.PHASE_PYTEST
+PHASE_PROGRAM: str = _RB.PHASE_PROGRAM
+PHASE_HARNESS_ERROR: str = _RB.PHASE_HARNESS_ERROR
 # The longest report line the supervisor writes (its own MAX_REPORT_BYTES): it
 # bounds the report by shedding failure messages, and fails as ours beyond that,
 # so a host that reads this much beyond the output limit never mistakes our
@@ -34,6 +70,58 @@ MAX_DEPTH = 6
 # Fields of a per-test record the host reads as text, and the one list of text.
 _RECORD_TEXT = ("event", "nodeid", "name", "cls", "outcome", "message", "exc_type")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Record(BaseModel):
+    """One record of the pytest child (images/python/harness/pytest_runner.py),
+    as `clean_report` shapes it. The fields are the wire's keys, all optional:
+    code under test can forge a record (it can find the child's key), and the
+    judge drops what it cannot read rather than failing the run."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    event: str | None = None  # "collected", "collect_error" or "test"
+    nodeid: str | None = None
+    nodeids: list[str] = Field(default_factory=list)  # "collected": every test pytest found
+    name: str | None = None
+    cls: str | None = None
+    outcome: str | None = None
+    message: str | None = None
+    exc_type: str | None = None
+    duration_s: Any = None  # a forged record's may be anything: the judge drops the record then
+
+
+class Report(BaseModel):
+    """The supervisor's signed report (images/python/harness/supervisor.py;
+    the pool supervisor adds "recycle", "serve_s" and "oom_killed"). Field
+    names are the wire's keys; a field the harness leaves out keeps its default,
+    and `model_fields_set` tells the two apart where the judge needs to."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    version: int
+    phase: str | None = None  # one of rbprotocol.PHASES
+    message: str | None = None  # a harness_error's
+    harness_attacked: bool = False  # a harness_error the run caused (it changed our limits)
+    records: list[Record] = Field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    output_exceeded: bool = False
+    duration_s: float = 0.0
+    stdout: str = ""  # a pytest run's output head
+    stderr: str | None = None
+    rejected_records: int = 0  # records that were not signed with the child's key
+    tests_modified: bool = False
+    syntax_error: dict[str, Any] | None = None  # {"type", "message", ...}
+    # A program run's output (base64) and the files it was asked to fetch.
+    stdout_b64: str | None = None
+    stderr_b64: str | None = None
+    files: dict[str, Any] | None = None
+    files_omitted: list[Any] | None = None
+    # The pool supervisor's: why the container is given up (None: it is reused).
+    recycle: str | None = None
+    serve_s: float | None = None
+    oom_killed: bool = False
 
 
 def new_nonce() -> str:
@@ -61,11 +149,12 @@ def encode_request(request: RunRequest, nonce: str) -> bytes:
     return json.dumps(wire).encode("utf-8", "surrogatepass")
 
 
-def parse_report(stdout: bytes, nonce: str) -> dict | None:
+def parse_report(stdout: bytes, nonce: str) -> Report | None:
     """The supervisor's report from the container's stdout, or None.
 
     Code under test may print lines that look like reports; only one signed
-    with this run's nonce counts.
+    with this run's nonce counts. A signed report is the harness's own: one of
+    another protocol version or shape is a failure of ours (HarnessError).
     """
     key = nonce.encode()
     for line in stdout.split(b"\n"):
@@ -78,8 +167,20 @@ def parse_report(stdout: bytes, nonce: str) -> dict | None:
                 report = json.loads(body)
             except (ValueError, RecursionError):
                 return None
-            return clean_report(report) if isinstance(report, dict) else None
+            return validate_report(clean_report(report)) if isinstance(report, dict) else None
     return None
+
+
+def validate_report(report: dict[str, Any]) -> Report:
+    """The cleaned report as a `Report`; HarnessError for another protocol
+    version (a stale or foreign image) or a shape this host does not read."""
+    if report.get("version") != PROTOCOL_VERSION:
+        raise HarnessError(f"the sandbox harness speaks protocol version {report.get('version')!r}, "
+                           f"this host {PROTOCOL_VERSION}: rebuild the image (rewardbox image build)")
+    try:
+        return Report.model_validate(report)
+    except ValidationError as exc:
+        raise HarnessError(f"the sandbox harness sent a malformed report: {exc}") from None
 
 
 def clean_report(report: dict) -> dict:

@@ -22,7 +22,7 @@ from rewardbox.images import image_tag
 from rewardbox.sandbox.engine import DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from rewardbox.sandbox.models import RunRequest, RunResult
-from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, encode_request, new_nonce, parse_report
+from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, PHASE_HARNESS_ERROR, encode_request, new_nonce, parse_report
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,8 @@ class Sandbox:
                 self.engine.remove(container_id)
             finally:
                 self._count(containers=-1)
-        if report is not None and report.get("phase") == "harness_error" and not report.get("harness_attacked"):
-            raise HarnessError(f"the sandbox harness failed: {report.get('message')}")
+        if report is not None and report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
+            raise HarnessError(f"the sandbox harness failed: {report.message}")
         facts = ContainerFacts(
             deadline_hit=deadline_hit,
             oom_killed=bool(state.get("OOMKilled")),

@@ -3,10 +3,12 @@ A pure function: no Docker, no clock."""
 
 import base64
 import binascii
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-
 from rewardbox.sandbox.models import Outcome, RunResult, TestResult, Verdict
+from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, PHASE_PROGRAM, PHASE_SYNTAX, Record, Report
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 # rbcheck.OutOfMemory: a generated test whose worker the kernel's OOM killer took.
@@ -30,73 +32,75 @@ class ContainerFacts(BaseModel):
     stderr: str = ""
 
 
-def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
+def judge(report: Report | None, facts: ContainerFacts) -> RunResult:
     """The verdict of one run.
 
     Order matters: a limit the host enforced explains everything after it, so
     limits come first; then what the harness saw; a missing or unsigned report
     means the harness did not finish, which the code under test caused.
     """
-    records = (report or {}).get("records", [])
+    records = report.records if report is not None else []
     tests = tuple(_test_results(records))
-    program = report is not None and report.get("phase") == "program"
-    common = {
+    program = report is not None and report.phase == PHASE_PROGRAM
+    sent = report.model_fields_set if report is not None else set()
+    common: dict[str, Any] = {
         "tests": tests,
         "duration_s": facts.duration_s,
-        "test_duration_s": float((report or {}).get("duration_s", 0.0)),
-        "exit_code": (report or {}).get("returncode", facts.exit_code),
-        "stdout": _text(report, "stdout") if program else (report or {}).get("stdout", ""),
-        "stderr": _text(report, "stderr") if program else (report or {}).get("stderr", facts.stderr),
+        "test_duration_s": report.duration_s if report is not None else 0.0,
+        "exit_code": report.returncode if report is not None and "returncode" in sent else facts.exit_code,
+        "stdout": _text(report, "stdout") if program else (report.stdout if report is not None else ""),
+        "stderr": _text(report, "stderr") if program else (
+            report.stderr if report is not None and "stderr" in sent else facts.stderr),
     }
     if program:
-        common["files"] = {str(k): v for k, v in (report.get("files") or {}).items() if isinstance(v, str)}
+        common["files"] = {str(k): v for k, v in (report.files or {}).items() if isinstance(v, str)}
 
-    def result(verdict: Verdict, message: str = "", **extra) -> RunResult:
+    def result(verdict: Verdict, message: str = "", **extra: Any) -> RunResult:
         return RunResult(verdict=verdict, message=message, **{**common, **extra})
 
-    collect_errors = [r for r in records if r.get("event") == "collect_error"]
-    exc_types = {r.get("exc_type") for r in records if r.get("exc_type")}
+    collect_errors = [r for r in records if r.event == "collect_error"]
+    exc_types = {r.exc_type for r in records if r.exc_type}
     # A program that did not compile never ran: a MemoryError on its stderr is the parser's (too deeply nested).
-    died_of_memory_error = program and not report.get("syntax_error") and _died_of_memory_error(common)
+    died_of_memory_error = program and not report.syntax_error and _died_of_memory_error(common)
     if facts.oom_killed or exc_types & _MEMORY_ERRORS or died_of_memory_error:
         return result(Verdict.OUT_OF_MEMORY, "memory limit exceeded")
-    if facts.deadline_hit or (report or {}).get("timed_out"):
+    if facts.deadline_hit or (report is not None and report.timed_out):
         return result(Verdict.TIMEOUT, "deadline exceeded")
-    if facts.output_capped or (report or {}).get("output_exceeded"):
+    if facts.output_capped or (report is not None and report.output_exceeded):
         return result(Verdict.OUTPUT_LIMIT, "output limit exceeded", output_truncated=True)
     if report is None:
         return result(Verdict.KILLED, f"the harness did not report (container exit code {facts.exit_code})")
-    if report.get("phase") == "harness_error" and report.get("harness_attacked"):
+    if report.phase == PHASE_HARNESS_ERROR and report.harness_attacked:
         return result(Verdict.KILLED, "the run changed the harness's limits or scheduling, and the harness failed: "
-                                      f"{report.get('message')}")
+                                      f"{report.message}")
     if program:
         return _program_verdict(report, common["exit_code"], result)
-    if report.get("phase") == "syntax":
-        error = report.get("syntax_error") or {}
+    if report.phase == PHASE_SYNTAX:
+        error = report.syntax_error or {}
         return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}")
     if collect_errors:
         first = collect_errors[0]
-        verdict = Verdict.IMPORT_ERROR if first.get("exc_type") in _IMPORT_ERRORS else Verdict.COLLECTION_ERROR
-        return result(verdict, first.get("message") or "")
-    collected = [r for r in records if r.get("event") == "collected"]
-    returncode = report.get("returncode")
+        verdict = Verdict.IMPORT_ERROR if first.exc_type in _IMPORT_ERRORS else Verdict.COLLECTION_ERROR
+        return result(verdict, first.message or "")
+    collected = [r for r in records if r.event == "collected"]
+    returncode = report.returncode
     if not collected and isinstance(returncode, int) and returncode < 0:
         # Killed by a signal while collecting: the solution's process (same uid) can send one.
         return result(Verdict.KILLED, f"the test process was killed by signal {-returncode} before it collected "
                                       "the tests")
-    if not collected or not collected[0].get("nodeids"):
-        last_line = (report.get("stdout") or "").strip().rsplit("\n", 1)[-1]
+    if not collected or not collected[0].nodeids:
+        last_line = (report.stdout or "").strip().rsplit("\n", 1)[-1]
         return result(Verdict.COLLECTION_ERROR,
-                      f"pytest collected no tests (exit status {report.get('returncode')}): {last_line}"[:2000])
+                      f"pytest collected no tests (exit status {report.returncode}): {last_line}"[:2000])
     # Crashes before tampering: editing the tests must not turn an exit's penalty into a plain failure.
-    tampered = bool(report.get("rejected_records") or report.get("tests_modified"))
+    tampered = bool(report.rejected_records or report.tests_modified)
     if isinstance(returncode, int) and returncode < 0:
         return result(Verdict.KILLED, f"the test process was killed by signal {-returncode}", tampered=tampered)
     ended = next((t for t in tests if t.exc_type in _PROCESS_ENDED), None)
     if ended is not None:
         return result(Verdict.KILLED, f"the solution's process ended without answering ({ended.nodeid}): "
                                       f"{ended.message or ''}"[:2000], tampered=tampered)
-    unreported = set(collected[0]["nodeids"]) - {t.nodeid for t in tests}
+    unreported = set(collected[0].nodeids) - {t.nodeid for t in tests}
     if unreported:
         # The deadline is checked above: an exit before it, by the code under test, is a crash.
         return result(Verdict.KILLED, f"{len(unreported)} collected test(s) never reported (the test process "
@@ -109,11 +113,11 @@ def judge(report: dict | None, facts: ContainerFacts) -> RunResult:
     return result(Verdict.PASSED if passed else Verdict.FAILED)
 
 
-def _program_verdict(report: dict, returncode, result) -> RunResult:
+def _program_verdict(report: Report, returncode: int | None, result: Callable[..., RunResult]) -> RunResult:
     """A program run's verdict: its exit status, and whether it compiled."""
-    omitted = report.get("files_omitted") or []
+    omitted = report.files_omitted or []
     note = f"; fetch_files over the size budget, left out: {', '.join(map(str, omitted))}" if omitted else ""
-    error = report.get("syntax_error")
+    error = report.syntax_error
     if error:
         return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}{note}")
     if not isinstance(returncode, int):
@@ -134,26 +138,27 @@ def _died_of_memory_error(common: dict) -> bool:
     return lines[-1].startswith("MemoryError")
 
 
-def _text(report: dict, stream: str) -> str:
+def _text(report: Report, stream: str) -> str:
     try:
-        return base64.b64decode(report.get(f"{stream}_b64") or "", validate=True).decode("utf-8", "replace")
+        return base64.b64decode(getattr(report, f"{stream}_b64") or "", validate=True).decode("utf-8", "replace")
     except (binascii.Error, ValueError):
         return ""
 
 
-def _test_results(records: list[dict]):
+def _test_results(records: list[Record]) -> Iterator[TestResult]:
     for record in records:
-        if record.get("event") != "test":
+        # A record without a nodeid or outcome is no test's (a forged one, say): dropped.
+        if record.event != "test" or "nodeid" not in record.model_fields_set or record.outcome is None:
             continue
         try:
             yield TestResult(
-                nodeid=str(record["nodeid"]),
-                name=record.get("name"),
-                cls=record.get("cls"),
-                outcome=Outcome(record["outcome"]),
-                duration_s=float(record.get("duration_s") or 0.0),
-                message=record.get("message"),
-                exc_type=record.get("exc_type"),
+                nodeid=str(record.nodeid),
+                name=record.name,
+                cls=record.cls,
+                outcome=Outcome(record.outcome),
+                duration_s=float(record.duration_s or 0.0),
+                message=record.message,
+                exc_type=record.exc_type,
             )
-        except (KeyError, ValueError, TypeError):
+        except (ValueError, TypeError):
             continue

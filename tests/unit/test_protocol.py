@@ -7,7 +7,6 @@ import json
 
 import pydantic
 import pytest
-
 from rewardbox.sandbox import Limits, RunRequest
 from rewardbox.sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
 
@@ -16,10 +15,16 @@ REPORT = {"version": 1, "phase": "pytest", "returncode": 0, "records": [{"event"
 
 
 def signed(report: dict | bytes, nonce: str = NONCE) -> bytes:
-    """A report line as the supervisor writes it."""
-    body = report if isinstance(report, bytes) else json.dumps(report, separators=(",", ":")).encode()
+    """A report line as the supervisor writes it (of this protocol's version unless it says another)."""
+    body = report if isinstance(report, bytes) else json.dumps({"version": 1, **report}, separators=(",", ":")).encode()
     mac = hmac.new(nonce.encode(), body, hashlib.sha256).hexdigest().encode()
     return REPORT_PREFIX + mac + b" " + body
+
+
+def parse(stdout: bytes, nonce: str = NONCE) -> dict | None:
+    """`parse_report`'s report as the wire's dict: the keys the harness sent, and only those."""
+    report = parse_report(stdout, nonce)
+    return None if report is None else report.model_dump(exclude_unset=True)
 
 
 def forged(report: dict) -> bytes:
@@ -27,17 +32,17 @@ def forged(report: dict) -> bytes:
 
 
 def test_signed_report_is_read():
-    assert parse_report(signed(REPORT) + b"\n", NONCE) == REPORT
+    assert parse(signed(REPORT) + b"\n", NONCE) == REPORT
 
 
 def test_signed_report_without_trailing_newline_is_read():
-    assert parse_report(signed(REPORT), NONCE) == REPORT
+    assert parse(signed(REPORT), NONCE) == REPORT
 
 
 def test_report_among_other_output_is_read():
     stdout = b"warming up\nRBREPORT not a report\n" + signed(REPORT) + b"\ntrailing noise\n"
 
-    assert parse_report(stdout, NONCE) == REPORT
+    assert parse(stdout, NONCE) == REPORT
 
 
 FAKE = {"version": 1, "phase": "pytest", "returncode": 0, "records": [], "forged": True}
@@ -54,13 +59,13 @@ FAKE = {"version": 1, "phase": "pytest", "returncode": 0, "records": [], "forged
     pytest.param(REPORT_PREFIX + hmac.new(NONCE.encode(), b"", hashlib.sha256).hexdigest().encode(), id="no-body"),
 ])
 def test_unsigned_or_mis_signed_lines_are_rejected(stdout):
-    assert parse_report(stdout, NONCE) is None
+    assert parse(stdout, NONCE) is None
 
 
 def test_signed_line_is_picked_among_forged_ones():
     stdout = b"\n".join([forged(FAKE), signed(FAKE, nonce="b" * 64), signed(REPORT), forged(FAKE)])
 
-    assert parse_report(stdout, NONCE) == REPORT
+    assert parse(stdout, NONCE) == REPORT
 
 
 @pytest.mark.parametrize("stdout", [
@@ -73,7 +78,7 @@ def test_signed_line_is_picked_among_forged_ones():
     pytest.param(b"Traceback (most recent call last):\n  ...\nMemoryError\n", id="traceback"),
 ])
 def test_garbage_yields_no_report(stdout):
-    assert parse_report(stdout, NONCE) is None
+    assert parse(stdout, NONCE) is None
 
 
 @pytest.mark.parametrize("body", [
@@ -83,7 +88,7 @@ def test_garbage_yields_no_report(stdout):
     pytest.param(b"null", id="json-null"),
 ])
 def test_signed_body_that_is_not_a_json_object_is_no_report(body):
-    assert parse_report(signed(body), NONCE) is None
+    assert parse(signed(body), NONCE) is None
 
 
 # -- the report's text, made safe where it enters the host ---------------------------------
@@ -98,7 +103,7 @@ def test_lone_surrogates_become_replacement_characters():
            "records": [{"event": "collected", "nodeids": [record["nodeid"]]}, record],
            "syntax_error": {"file": bad, "type": bad, "message": bad}, "files": {bad: "QUJD"}, "files_omitted": [bad]}
 
-    report = parse_report(signed(raw), NONCE)
+    report = parse(signed(raw), NONCE)
 
     text = json.dumps(report, ensure_ascii=False)
     text.encode("utf-8")  # strict: no surrogate is left anywhere
@@ -110,7 +115,7 @@ def test_lone_surrogates_become_replacement_characters():
 def test_valid_text_is_kept_as_it_is():
     raw = {"version": 1, "phase": "pytest", "stdout": "héllo ✓ 🎉 \x00 \n", "records": []}
 
-    assert parse_report(signed(raw), NONCE) == raw
+    assert parse(signed(raw), NONCE) == raw
 
 
 @pytest.mark.parametrize("field, cap", sorted(TEXT_CAPS.items()))
@@ -118,7 +123,7 @@ def test_each_text_field_is_cut_to_its_cap(field, cap):
     value = "x" * (cap + 5)
     raw = {field: [value] if field in ("nodeids", "files_omitted") else value, "records": []}
 
-    got = parse_report(signed(raw), NONCE)[field]
+    got = parse(signed(raw), NONCE)[field]
 
     got = got[0] if isinstance(got, list) else got
     assert got == "x" * cap + "... [5 more characters]"
@@ -129,7 +134,7 @@ def test_unknown_fields_have_the_default_cap_and_base64_none():
     raw = {"new_field": "y" * (DEFAULT_TEXT_CAP + 1), "stdout_b64": long, "stderr_b64": long,
            "files": {"out.txt": long}, "records": []}
 
-    report = parse_report(signed(raw), NONCE)
+    report = parse(signed(raw), NONCE)
 
     assert report["new_field"] == "y" * DEFAULT_TEXT_CAP + "... [1 more characters]"
     assert report["stdout_b64"] == report["stderr_b64"] == report["files"]["out.txt"] == long
@@ -139,7 +144,7 @@ def test_record_text_is_cut_alike_in_a_nodeid_and_the_collected_list():
     nodeid = "t.py::test[" + "p" * 5000 + "]"
     raw = {"records": [{"event": "collected", "nodeids": [nodeid]}, {"event": "test", "nodeid": nodeid}]}
 
-    records = parse_report(signed(raw), NONCE)["records"]
+    records = parse(signed(raw), NONCE)["records"]
 
     assert records[0]["nodeids"] == [records[1]["nodeid"]] and len(records[1]["nodeid"]) < 1100
 
@@ -151,7 +156,7 @@ def test_records_of_other_shapes_are_shaped_or_dropped():
                        {"event": "test", "nodeid": ["x"], "outcome": {"o": 1}, "exc_type": ["MemoryError"],
                         "message": 5, "name": None, "duration_s": 1.5}]}
 
-    records = parse_report(signed(raw), NONCE)["records"]
+    records = parse(signed(raw), NONCE)["records"]
 
     assert records == [{"event": "collected", "nodeids": ["a", "d"]},
                        {"event": "test", "nodeid": None, "outcome": None, "exc_type": None, "message": None,
@@ -160,19 +165,19 @@ def test_records_of_other_shapes_are_shaped_or_dropped():
 
 @pytest.mark.parametrize("records", [{"a": 1}, "text", 3, None])
 def test_records_that_are_no_list_are_none(records):
-    assert parse_report(signed({"records": records}), NONCE)["records"] == []
+    assert parse(signed({"records": records}), NONCE)["records"] == []
 
 
 def test_nesting_past_any_report_is_cut():
     raw = {"records": [], "extra": [[[[[[[["deep"]]]]]]]]}
 
-    assert parse_report(signed(raw), NONCE)["extra"] == [[[[[None]]]]]
+    assert parse(signed(raw), NONCE)["extra"] == [[[[[None]]]]]
 
 
 def test_a_body_nested_past_the_parser_is_no_report():
     # json.loads raises RecursionError, not ValueError, past its depth.
-    assert parse_report(signed(b"[" * 100_000 + b"]" * 100_000), NONCE) is None
-    assert parse_report(signed(b'{"a":' * 100_000 + b"1" + b"}" * 100_000), NONCE) is None
+    assert parse(signed(b"[" * 100_000 + b"]" * 100_000), NONCE) is None
+    assert parse(signed(b'{"a":' * 100_000 + b"1" + b"}" * 100_000), NONCE) is None
 
 
 def test_nonces_are_fresh_and_long():

@@ -6,10 +6,19 @@ import hmac
 import json
 
 import pytest
+from rewardbox.sandbox import Outcome, RunResult, Verdict, verdict
+from rewardbox.sandbox.errors import HarnessError
+from rewardbox.sandbox.protocol import PROTOCOL_VERSION, REPORT_PREFIX, Report, parse_report, validate_report
+from rewardbox.sandbox.verdict import ContainerFacts
 
-from rewardbox.sandbox import Outcome, RunResult, Verdict
-from rewardbox.sandbox.protocol import REPORT_PREFIX, parse_report
-from rewardbox.sandbox.verdict import ContainerFacts, judge
+
+def judge(rep: dict | Report | None, facts: ContainerFacts) -> RunResult:
+    """`verdict.judge` of a report written here as the wire's dict (of this
+    protocol version unless it says otherwise), read as the host reads it."""
+    if isinstance(rep, dict):
+        rep = validate_report({"version": PROTOCOL_VERSION, **rep})
+    return verdict.judge(rep, facts)
+
 
 NODE_A = "test_solution.py::test_a"
 NODE_B = "test_solution.py::test_b"
@@ -371,7 +380,18 @@ def test_forged_records_of_any_shape_give_a_verdict():
                  {"event": "collect_error", "exc_type": ["unhashable"], "message": {"a": 1}},
                  {"event": "test", "nodeid": NODE_A, "outcome": "passed", "exc_type": {"x": 1}}, "not a record")
 
-    with pytest.raises((TypeError, AttributeError)):
+    with pytest.raises(HarnessError, match="malformed report"):  # unshaped, the typed report refuses them
         judge(rep, CLEAN)
 
     assert judge(received(rep), CLEAN).verdict is Verdict.COLLECTION_ERROR
+
+
+def test_a_report_of_another_protocol_version_is_a_harness_error():
+    # A stale or foreign image: its report is read by no rule of this host.
+    for version in (PROTOCOL_VERSION + 1, 0, None, "1"):
+        with pytest.raises(HarnessError, match="protocol version"):
+            received({**PASSING, "version": version})
+    del_version = {k: v for k, v in PASSING.items() if k != "version"}
+    with pytest.raises(HarnessError, match="protocol version"):
+        received(del_version)
+    assert received(PASSING).version == PROTOCOL_VERSION

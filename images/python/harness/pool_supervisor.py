@@ -37,13 +37,14 @@ import sys
 import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbprotocol  # noqa: E402
 import supervisor  # noqa: E402
 from rbcgroup import oom_kills  # noqa: E402
 
 ZYGOTE = "/opt/rewardbox/rbzygote.py"
 CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
-READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
+READY = rbprotocol.READY
 SHM_INFO, SEM_INFO, MSG_INFO = 14, 19, 12  # <sys/ipc.h>, Linux
 # Seccomp, for POSIX message queues: mq_open's number and the audit arch of this ABI.
 MQ_OPEN = {"x86_64": (240, 0xC000003E), "aarch64": (180, 0xC00000B7)}
@@ -271,7 +272,7 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
     checked like any run's, and recycling costs a container start."""
     if oom_before is not None and (oom_kills() or 0) > oom_before:
         report["oom_killed"] = True
-    if report.get("phase") == "harness_error":
+    if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR:
         return "the harness failed"
     zygote.sweep()
     reap()
@@ -320,7 +321,7 @@ def serve():
             reason = recycle_reason(report, zygote, baseline, modes, oom_before)
         except Exception as exc:  # noqa: BLE001 - most likely the run lowered our limits; never ours to hide
             reason = f"the clean-up failed: {type(exc).__name__}: {exc}"[:500]
-        if report.get("phase") == "harness_error" and \
+        if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR and \
                 [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
             report["harness_attacked"] = True  # the run lowered our limits (prlimit): its doing, not ours
         if reason is not None:

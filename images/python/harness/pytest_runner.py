@@ -32,8 +32,11 @@ import sys
 
 import pytest
 
-WORK_DIR = "/work"
-HARNESS_DIR = "/opt/rewardbox"  # rbcheck, for generated tests
+sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbprotocol  # noqa: E402
+
+WORK_DIR = rbprotocol.WORK_DIR
+HARNESS_DIR = rbprotocol.HARNESS_DIR  # rbcheck, for generated tests
 PR_SET_DUMPABLE = 4
 # Every text a record carries is cut here, so that a record stays below the
 # supervisor's MAX_RECORD_BYTES (64 KiB) however long a test's id or failure is:

@@ -33,15 +33,16 @@ import sys
 import time
 
 import rbcompare
+import rbprotocol
 import rbwire
 from rbcgroup import oom_kills
 
 WORKER = "/opt/rewardbox/rbworker.py"
-SOLUTION = "/work/solution.py"
+SOLUTION = rbprotocol.SOLUTION_PATH
 SHOW_CHARS = 300
 OUTPUT_CAP_BYTES = 16 << 20
 # As supervisor.child_env: one thread per numerical library, within the pids limit.
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": rbprotocol.WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 DATA = None
@@ -190,7 +191,7 @@ def run_program(stdin_text):
     os.lseek(feed, 0, os.SEEK_SET)
     try:
         child = subprocess.Popen([sys.executable, "-I", "-B", SOLUTION], stdin=feed, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, cwd="/work", env=ENV, start_new_session=True)
+                                 stderr=subprocess.PIPE, cwd=rbprotocol.WORK_DIR, env=ENV, start_new_session=True)
     finally:
         os.close(feed)
     out, err = bytearray(), bytearray()
@@ -254,7 +255,7 @@ class Worker:
             seed = _take_seed()
             self.process = seed.start(requests_r, replies_w) if seed is not None else subprocess.Popen(
                 [sys.executable, "-I", "-B", WORKER, str(requests_r), str(replies_w)],
-                stdin=subprocess.DEVNULL, cwd="/work", env=ENV, pass_fds=(requests_r, replies_w),
+                stdin=subprocess.DEVNULL, cwd=rbprotocol.WORK_DIR, env=ENV, pass_fds=(requests_r, replies_w),
                 start_new_session=True)
             os.close(requests_r)
             os.close(replies_w)

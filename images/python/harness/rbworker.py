@@ -23,9 +23,10 @@ import types
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbhandle  # noqa: E402
+import rbprotocol  # noqa: E402
 import rbwire  # noqa: E402
 
-SOLUTION = "/work/solution.py"
+SOLUTION = rbprotocol.SOLUTION_PATH
 MESSAGE_CHARS = 1000
 
 
@@ -81,7 +82,7 @@ def resolve(module, name):
 
 def main():
     requests, replies = int(sys.argv[1]), int(sys.argv[2])
-    sys.path.append("/work")
+    sys.path.append(rbprotocol.WORK_DIR)
     try:
         module = import_solution()
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import is the completion's doing

@@ -38,13 +38,14 @@ import threading
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import pytest_runner  # noqa: E402
 import rbcheck  # noqa: E402
+import rbprotocol  # noqa: E402
 import rbworker  # noqa: E402
 import supervisor  # noqa: E402
 
 PR_SET_DUMPABLE = 4
 MAX_FDS = 5
 CHILD_FD_BASE = 100  # received fds are moved above the targets before dup2 onto them
-WORK_DIR = "/work"
+WORK_DIR = rbprotocol.WORK_DIR
 
 
 def warm_up(session=True):

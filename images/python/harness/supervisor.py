@@ -35,9 +35,12 @@ import subprocess
 import sys
 import time
 
-WORK_DIR = "/work"
-TESTS_DIR = "/work/.tests"  # created here, then made read-only
-RUNNER = "/opt/rewardbox/pytest_runner.py"
+sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbprotocol  # noqa: E402
+
+WORK_DIR = rbprotocol.WORK_DIR
+TESTS_DIR = f"{WORK_DIR}/.tests"  # created here, then made read-only
+RUNNER = f"{rbprotocol.HARNESS_DIR}/pytest_runner.py"
 PR_SET_DUMPABLE = 4
 KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
 # A line on the records pipe longer than this is no record of ours: the test
@@ -503,20 +506,20 @@ def verify_record(key, line):
 
 def handle(request, zygote=None):
     """One run's report (the caller signs and writes it)."""
-    report = {"version": 1}
+    report = {"version": rbprotocol.PROTOCOL_VERSION}
     try:
         write_files(WORK_DIR, request["files"], 0o644)
         write_binary_files(request.get("binary_files") or {})
         if request.get("program") is not None:
             name = safe_name(request["program"])
-            report.update(phase="program", **run_program(
+            report.update(phase=rbprotocol.PHASE_PROGRAM, **run_program(
                 name, request["files"][name], request.get("stdin"), request["timeout_s"],
                 request["output_limit_bytes"], request.get("fetch_files") or [],
                 sweep=zygote.sweep if zygote is not None else None))
         else:
             run_tests(request, report, zygote)
     except Exception as exc:  # a broken request or harness: the host reports it as ours
-        report.update(phase="harness_error", message=f"{type(exc).__name__}: {exc}"[:2000])
+        report.update(phase=rbprotocol.PHASE_HARNESS_ERROR, message=f"{type(exc).__name__}: {exc}"[:2000])
     return report
 
 
@@ -535,7 +538,7 @@ def report_body(report):
     if len(body) <= MAX_REPORT_BYTES:
         return body
     kept = {k: report[k] for k in ("version", "recycle", "serve_s", "oom_killed") if k in report}
-    return json.dumps({**kept, "phase": "harness_error", "message": (
+    return json.dumps({**kept, "phase": rbprotocol.PHASE_HARNESS_ERROR, "message": (
         f"the report of {len(records)} test records is over {MAX_REPORT_BYTES} bytes")}, separators=(",", ":")).encode()
 
 
@@ -545,7 +548,7 @@ def write_report(nonce, report):
     out = sys.stdout.buffer
     # On a line of its own even if the code under test left a partial line on
     # the container's stdout (/proc/1/fd/1).
-    out.write(b"\nRBREPORT " + mac + b" " + body + b"\n")
+    out.write(b"\n" + rbprotocol.REPORT_PREFIX + mac + b" " + body + b"\n")
     out.flush()
 
 
@@ -554,7 +557,7 @@ def main():
     baseline = fingerprint(os.getpid())
     request = json.loads(sys.stdin.buffer.read())
     report = handle(request)
-    if report.get("phase") == "harness_error" and fingerprint(os.getpid()) != baseline:
+    if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR and fingerprint(os.getpid()) != baseline:
         report["harness_attacked"] = True  # the run lowered our limits (prlimit): its doing, not ours
     write_report(request["nonce"].encode(), report)
 
@@ -565,9 +568,9 @@ def run_tests(request, report, zygote=None):
     os.chmod(TESTS_DIR, 0o555)
     error = syntax_error(request["files"])
     if error is not None:
-        report.update(phase="syntax", syntax_error=error)
+        report.update(phase=rbprotocol.PHASE_SYNTAX, syntax_error=error)
     else:
-        report.update(phase="pytest", **run_pytest(
+        report.update(phase=rbprotocol.PHASE_PYTEST, **run_pytest(
             sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
             request["output_limit_bytes"], zygote,
             "in-process" if request.get("solution_in_process") is True else "worker"))

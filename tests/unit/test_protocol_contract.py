@@ -1,0 +1,142 @@
+"""The host-harness contract: reports made by the harness's own code
+(images/python/harness, imported by path as the image runs it) read by the
+host's parser (`parse_report`, the typed `Report`) and judged. A key renamed on
+one side only fails here, before any container runs.
+
+The program, syntax and harness-error reports come from `supervisor.handle`
+itself, run on the host in a temporary work dir (no sweep: nothing else of the
+host is touched); the pytest report's records come from the test process's
+plugin and the supervisor's record reader, its line from `write_report`."""
+
+import io
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rewardbox.sandbox import Outcome, Verdict
+from rewardbox.sandbox import protocol as host
+from rewardbox.sandbox.errors import HarnessError
+from rewardbox.sandbox.verdict import ContainerFacts, judge
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
+import pytest_runner  # noqa: E402
+import rbprotocol  # noqa: E402
+import supervisor  # noqa: E402
+
+NONCE = "c" * 64
+KEY = b"k" * 32
+FACTS = ContainerFacts(exit_code=0, duration_s=1.0)
+NO_SWEEP = SimpleNamespace(sweep=lambda: None)  # kill_everything_else is for pid 1 of a container only
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setattr(supervisor, "WORK_DIR", str(tmp_path))
+    monkeypatch.setattr(supervisor, "TESTS_DIR", str(tmp_path / ".tests"))
+    return tmp_path
+
+
+def sent(report: dict, monkeypatch) -> bytes:
+    """The container's stdout: some output of the run, then the report line `write_report` writes."""
+    out = io.BytesIO(b"output of the run, no newline")
+    monkeypatch.setattr(supervisor.sys, "stdout", SimpleNamespace(buffer=out))
+    supervisor.write_report(NONCE.encode(), report)
+    return out.getvalue()
+
+
+def host_reads(report: dict, monkeypatch) -> host.Report:
+    parsed = host.parse_report(sent(report, monkeypatch), NONCE)
+    assert isinstance(parsed, host.Report)
+    return parsed
+
+
+def program(source: str, **request) -> dict:
+    return supervisor.handle({"nonce": NONCE, "files": {"main.py": source}, "tests": {}, "test_data": None,
+                              "timeout_s": 20, "output_limit_bytes": 1 << 20, "program": "main.py",
+                              "stdin": "", "fetch_files": [], **request}, NO_SWEEP)
+
+
+def test_the_host_reads_the_harness_constants_from_the_same_file():
+    loaded = Path(host.harness_protocol().__file__)
+    assert loaded.read_bytes() == (ROOT / "images" / "python" / "harness" / "rbprotocol.py").read_bytes()
+    assert (host.PROTOCOL_VERSION, host.REPORT_PREFIX, host.READY, host.PHASE_HARNESS_ERROR) == (
+        rbprotocol.PROTOCOL_VERSION, rbprotocol.REPORT_PREFIX, rbprotocol.READY, rbprotocol.PHASE_HARNESS_ERROR)
+
+
+def test_a_program_report(work, monkeypatch):
+    report = host_reads(program("import sys\nprint('hi')\nopen('out.txt', 'w').write('x')\nsys.exit(3)\n",
+                                fetch_files=["out.txt"]), monkeypatch)
+    assert (report.version, report.phase, report.returncode) == (rbprotocol.PROTOCOL_VERSION, "program", 3)
+    result = judge(report, FACTS)
+    assert result.verdict is Verdict.FAILED and result.message == "the program exited with status 3"
+    assert (result.exit_code, result.stdout, result.files) == (3, "hi\n", {"out.txt": "eA=="})
+
+
+def test_a_program_that_does_not_compile(work, monkeypatch):
+    result = judge(host_reads(program("def f(:\n"), monkeypatch), FACTS)
+    assert result.verdict is Verdict.SYNTAX_ERROR and result.message.startswith("SyntaxError: ")
+
+
+def test_a_solution_that_does_not_compile(work, monkeypatch):
+    report = supervisor.handle({"nonce": NONCE, "files": {"solution.py": "def f(:\n"},
+                                "tests": {"test_solution.py": "def test_a():\n    pass\n"}, "test_data": None,
+                                "timeout_s": 20, "output_limit_bytes": 1 << 20}, NO_SWEEP)
+    result = judge(host_reads(report, monkeypatch), FACTS)
+    assert result.verdict is Verdict.SYNTAX_ERROR and result.message.startswith("SyntaxError: ")
+    assert result.message != "SyntaxError: "  # the harness's account of the error reached the host
+
+
+def test_a_harness_failure_is_raised_as_ours(work, monkeypatch):
+    report = host_reads(supervisor.handle({"nonce": NONCE}, NO_SWEEP), monkeypatch)  # no files: a broken request
+    assert report.phase == host.PHASE_HARNESS_ERROR and report.message.startswith("KeyError")
+    attacked = host_reads({**supervisor.handle({"nonce": NONCE}, NO_SWEEP), "harness_attacked": True}, monkeypatch)
+    assert judge(attacked, FACTS).verdict is Verdict.KILLED
+
+
+class Item:
+    def __init__(self, nodeid):
+        self.nodeid, self.name, self.originalname, self.cls = nodeid, nodeid.rsplit("::", 1)[1], None, None
+
+
+class Passed:
+    when, failed, skipped, passed, longrepr, duration = "call", False, False, True, None, 0.25
+
+    def __init__(self, nodeid):
+        self.nodeid = nodeid
+
+
+def pytest_report(nodeids: list[str], ran: list[str]) -> dict:
+    """The pytest phase's report, its records sent by the test process's plugin
+    and read back by the supervisor as a real run does."""
+    lines = []
+    plugin = pytest_runner.RecordPlugin(KEY, 99)
+    plugin._write = lambda fd, data: lines.append(data) or len(data)
+    plugin.pytest_collection_finish(SimpleNamespace(items=[Item(n) for n in nodeids]))
+    for nodeid in ran:
+        plugin.pytest_runtest_logreport(Passed(nodeid))
+        plugin.pytest_runtest_logfinish(nodeid, None)
+    plugin.pytest_sessionfinish(None, 0)
+    records = supervisor.Records(KEY)
+    for line in lines:
+        records.feed(line)
+    return {"version": rbprotocol.PROTOCOL_VERSION, "phase": rbprotocol.PHASE_PYTEST, "returncode": 0,
+            "timed_out": False, "output_exceeded": False, "duration_s": 0.5, "stdout": records.terminal,
+            "stderr": "", "records": records.records, "rejected_records": records.rejected, "tests_modified": False}
+
+
+def test_a_pytest_report(monkeypatch):
+    nodeids = ["test_solution.py::test_a", "test_solution.py::test_b"]
+    report = host_reads(pytest_report(nodeids, nodeids), monkeypatch)
+    result = judge(report, FACTS)
+    assert result.verdict is Verdict.PASSED
+    assert [(t.nodeid, t.outcome, t.duration_s) for t in result.tests] == [(n, Outcome.PASSED, 0.25) for n in nodeids]
+    crashed = judge(host_reads(pytest_report(nodeids, nodeids[:1]), monkeypatch), FACTS)
+    assert crashed.verdict is Verdict.KILLED and "1 collected test(s) never reported" in crashed.message
+
+
+def test_a_report_of_another_version_is_refused(work, monkeypatch):
+    report = {**program("pass\n"), "version": rbprotocol.PROTOCOL_VERSION + 1}
+    with pytest.raises(HarnessError, match="protocol version"):
+        host.parse_report(sent(report, monkeypatch), NONCE)
