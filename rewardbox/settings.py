@@ -32,6 +32,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rewardbox.rewards.policy import GradingPolicy
+# The service's queue sizes, from its own light module (no web framework:
+# a trainer reads settings without loading the service).
+from rewardbox.rewards.server.config import MAX_COMPLETION_BYTES, MAX_HELD_SAMPLES, MAX_WAITING_SAMPLES
 from rewardbox.sandbox.config import DEFAULT_MODE, Mode, SandboxConfig
 from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE
@@ -43,7 +46,7 @@ else:  # pragma: no cover - Python 3.10
 
 if TYPE_CHECKING:
     from rewardbox.rewards.base import Reward
-    from rewardbox.rewards.server.app import ServerSettings
+    from rewardbox.rewards.server.config import ServerSettings
     from rewardbox.sandbox import LazySandbox
 
 __all__ = [
@@ -68,11 +71,6 @@ __all__ = [
 ENV_PREFIX = "REWARDBOX_"
 CONFIG_VAR = "REWARDBOX_CONFIG"
 DEFAULT_SOURCE = "default"
-# The service's queue sizes (its `ServerSettings` takes them from here: the
-# service's own modules are not loaded by a trainer that only reads settings).
-MAX_WAITING_SAMPLES = 4096
-MAX_HELD_SAMPLES = 32768
-MAX_COMPLETION_BYTES = 1 << 20
 
 # The OpenRLHF agent's user turn after the model's end-of-turn token (part of
 # the action text): close nothing, open a user turn, then the assistant's next turn.
@@ -427,7 +425,7 @@ def build_reward(settings: Settings, sandbox: Any = None, registry: Any = None) 
 
 def server_settings(settings: Settings) -> ServerSettings:
     """The service's settings: its queue sizes and its default reward."""
-    from rewardbox.rewards.server.app import ServerSettings
+    from rewardbox.rewards.server.config import ServerSettings
 
     return ServerSettings(max_waiting_samples=settings.max_waiting, max_held_samples=settings.max_held,
                           max_completion_bytes=settings.max_completion_bytes, default_reward=reward_spec(settings))

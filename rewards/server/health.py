@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from rewardbox.rewards.server.app import Service, request_service
+from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.sandbox.engine import EngineProbe
 
 router = APIRouter()

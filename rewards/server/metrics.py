@@ -20,7 +20,7 @@ from rewardbox.rewards.labels import CodeLabel
 from rewardbox.sandbox import Verdict
 
 if TYPE_CHECKING:
-    from rewardbox.rewards.server.app import Service
+    from rewardbox.rewards.server.service import Service
 
 # A label value per verdict we know; anything else is "other", so that a
 # reward reporting free-form verdicts cannot grow the series without bound.

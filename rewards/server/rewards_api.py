@@ -11,7 +11,7 @@ from rewardbox.adapters import split_response
 from rewardbox.rewards.base import RewardOutput, Sample
 from rewardbox.rewards.logs import LOG_KEYS, sample_logs, trainer_numbers
 from rewardbox.rewards.safe_json import plain
-from rewardbox.rewards.server.app import Service, request_service
+from rewardbox.rewards.server.service import Service, request_service
 
 router = APIRouter()
 
