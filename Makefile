@@ -9,7 +9,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py
 IMAGE = $(shell $(BIN)/python -c 'from rewardbox.images import image_tag; print(image_tag())')
 
 .DEFAULT_GOAL := help
-.PHONY: help install engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
+.PHONY: help install lint engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -56,7 +56,7 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	@echo "results: examples/results.jsonl"
 
 test: install sandbox-image scientific-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
-	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory lint docs
 	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
@@ -65,6 +65,9 @@ test: install sandbox-image scientific-image gvisor trainers-env ## run the tier
 
 docs: install ## build the documentation site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor fails
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
+lint: install ## ruff (pycodestyle, pyflakes, isort, bugbear, pyupgrade, simplify: pyproject.toml) over the code, tests, bench and examples; zero findings
+	$(BIN)/ruff check rewardbox sandbox rewards images tests bench examples conftest.py
 
 test-unit: install ## run the unit tier only (no Docker needed)
 	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit

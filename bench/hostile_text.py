@@ -81,11 +81,13 @@ def main() -> None:
     for name, text in shapes(args.kib * 1024).items():
         row = {"shape": name, "bytes": len(text.encode()),
                "extract_s": timed(extract_code, text),
-               "reward_read_s": timed(lambda: reward.submit_grade(Sample(completion=text, prompt="def f(x):\n", label=CHECK)))}
+               "reward_read_s": timed(lambda text=text: reward.submit_grade(
+                   Sample(completion=text, prompt="def f(x):\n", label=CHECK)))}
         if before is not None:
             row["extract_before_s"] = timed(before, text)
         rows.append(row)
-    head = f"{'shape':26s} {'bytes':>9s} {'extract s':>10s} {'read s':>8s}" + (f" {'before s':>9s} {'ratio':>7s}" if before else "")
+    head = (f"{'shape':26s} {'bytes':>9s} {'extract s':>10s} {'read s':>8s}"
+            + (f" {'before s':>9s} {'ratio':>7s}" if before else ""))
     print(head)
     for r in rows:
         line = f"{r['shape']:26s} {r['bytes']:9d} {r['extract_s']:10.4f} {r['reward_read_s']:8.4f}"

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).parent))
 
 import math_verify_cases  # noqa: E402
+
 from rewardbox.rewards.base import Sample  # noqa: E402
 from rewardbox.rewards.math import MathConfig, MathReward  # noqa: E402
 

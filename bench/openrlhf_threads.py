@@ -21,7 +21,8 @@ PROMPT = "<|im_start|>user\nComplete the function.<|im_end|>\n<|im_start|>assist
 
 
 def samples(n: int) -> list[tuple[str, dict]]:
-    rows = [json.loads(line) for line in gzip.open(ROOT / "tests" / "data" / "HumanEval.jsonl.gz")]
+    with gzip.open(ROOT / "tests" / "data" / "HumanEval.jsonl.gz") as source:
+        rows = [json.loads(line) for line in source]
     out = []
     for row in (rows * (n // len(rows) + 1))[:n]:
         label = {"test": row["test"], "entry_point": row["entry_point"], "prompt": row["prompt"]}

@@ -102,7 +102,7 @@ def table(rows: list[dict], findings: dict[str, dict[str, list[str]]]) -> str:
 
     every = [row["id"] for row in rows]
     for feature in FEATURES:
-        lines.append(f"{feature:20}" + "".join(f"{cell(ids, lambda f: bool(f.get(feature))):>26}"
+        lines.append(f"{feature:20}" + "".join(f"{cell(ids, lambda f, feature=feature: bool(f.get(feature))):>26}"
                                               for ids in [*by_source.values(), every]))
     lines.append("-" * len(head))
     lines.append(f"{'any that may break':20}" + "".join(
@@ -239,17 +239,14 @@ class _Survey:
         if last in ("setattr", "delattr", "setitem", "delitem") and name.split(".")[0] == "monkeypatch" or \
                 last in ("patch", "object", "dict", "multiple") and ("patch" in name or "mock" in name):
             self.patch(node, name, first_arg)
-        elif last in ("setenv", "delenv", "chdir", "syspath_prepend") and name.startswith("monkeypatch"):
-            self.note("patch_shared", node, ast.unparse(node))
-        elif name in ("random.seed", "sys.setrecursionlimit", "os.chdir", "os.putenv", "np.random.seed",
+        elif last in ("setenv", "delenv", "chdir", "syspath_prepend") and name.startswith("monkeypatch") or name in (
+                "random.seed", "sys.setrecursionlimit", "os.chdir", "os.putenv", "np.random.seed",
                       "numpy.random.seed", "sys.set_int_max_str_digits") or \
                 last == "seed" and self.modules.get(name.split(".")[0]) == "random":
             self.note("patch_shared", node, ast.unparse(node))
         # introspection
         module = self.modules.get(name.split(".")[0], name.split(".")[0])
-        if module in ("inspect", "dis") and any(self.is_solution(a) for a in node.args):
-            self.note("introspection", node, ast.unparse(node))
-        elif name in ("vars", "dir") and any(self.is_solution(a) for a in node.args):
+        if (module in ("inspect", "dis") or name in ("vars", "dir")) and any(self.is_solution(a) for a in node.args):
             self.note("introspection", node, ast.unparse(node))
         # isinstance
         if name in ("isinstance", "issubclass") and len(node.args) == 2 and \

@@ -18,12 +18,12 @@ The engine is shared with other processes, so leaks are counted for this
 process's own containers only: each container it creates is written down at
 creation (its id, its overlay mount id, its volumes) in a file of a private
 directory, kept with its path in the figures when something leaked. After
-the runs and the sandbox's close (a pool's warm containers go with it) none of them may remain as a container, a process on the host (by
-cgroup), a mount in the host's mount namespace, a directory under the
+the runs and the sandbox's close (a pool's warm containers go with it) none
+of them may remain as a container, a process on the host (by cgroup), a mount in the host's mount namespace, a directory under the
 engine's root, or a volume; the private temp dir this process uses must be
 empty; its threads at the end no more than in the first half of the run;
-and its open files after the sandbox's close no more than before it was made. The host checks read the engine's data root, so the engine
-must run on this machine (as root, or readable).
+and its open files after the sandbox's close no more than before it was
+made. The host checks read the engine's data root, so the engine must run on this machine (as root, or readable).
 
 Memory is flat when the RSS at the end is within `--rss-bound-mib` of the RSS
 after the warm-up, and the least-squares slope over the later half of the

@@ -284,7 +284,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     sandbox = _sandbox(settings)
     try:
-        sandbox.sandbox  # made now: a missing engine fails at start, not at the first request
+        _ = sandbox.sandbox  # made now: a missing engine fails at start, not at the first request
         registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
         build_reward(settings, registry=registry)  # an unknown default fails at start, not at the first request
         serve(create_app(Service(registry, sandbox, server_settings(settings))), sandbox, host=args.host,

@@ -32,6 +32,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rewardbox.rewards.policy import GradingPolicy
+
 # The service's queue sizes, from its own light module (no web framework:
 # a trainer reads settings without loading the service).
 from rewardbox.rewards.server.config import MAX_COMPLETION_BYTES, MAX_HELD_SAMPLES, MAX_WAITING_SAMPLES

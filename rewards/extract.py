@@ -36,7 +36,8 @@ _ROLE = r"[A-Za-z_]{1,20}"
 # A turn header names the role of the message that follows: ChatML (Qwen), Llama 3,
 # Gemma, Phi-3, DeepSeek. Each form has its mirror image, for the end of the text.
 _HEADERS = (rf"<\|im_start\|>{_ROLE}\n", rf"<\|start_header_id\|>{_ROLE}<\|end_header_id\|>", rf"<start_of_turn>{_ROLE}\n")
-_HEADERS_REVERSED = (rf"\n{_ROLE}>\|trats_mi\|<", rf">\|di_redaeh_dne\|<{_ROLE}>\|di_redaeh_trats\|<", rf"\n{_ROLE}>nrut_fo_trats<")
+_HEADERS_REVERSED = (rf"\n{_ROLE}>\|trats_mi\|<", rf">\|di_redaeh_dne\|<{_ROLE}>\|di_redaeh_trats\|<",
+                     rf"\n{_ROLE}>nrut_fo_trats<")
 _ROLE_TOKENS = r"<\|(?:assistant|user|system|tool)\|>|<｜(?:Assistant|User)｜>"
 # Chat markers and end-of-sequence tokens (`<|...|>`: Qwen, Llama 3, Phi, GPT-2; `<｜...｜>`:
 # DeepSeek; Gemma; Llama 2/Mistral). Bounded lengths: no attempt scans far.

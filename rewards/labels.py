@@ -705,7 +705,6 @@ def _split_check(check: ast.FunctionDef, solution: frozenset[str], trusted: list
     test binds is read by another statement, and no local of check is also a
     global or a builtin (read before check binds it, it would not be the
     same name run apart). A check that star-imports is never split."""
-    param = check.args.args[0].arg
     body = check.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # docstring

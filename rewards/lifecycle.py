@@ -11,7 +11,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
@@ -158,10 +158,8 @@ class StoppableSandbox(LazySandbox):
         elif (exc := inner.exception()) is not None:
             _fail(outer, exc)
         else:
-            try:
+            with suppress(InvalidStateError):  # the caller cancelled it
                 outer.set_result(inner.result())
-            except InvalidStateError:  # the caller cancelled it
-                pass
 
     def stop(self) -> None:
         """Answers every unfinished run with `Stopped`, refuses new ones,
@@ -199,10 +197,8 @@ def _quiet_while_stopping() -> Iterator[None]:
 
 
 def _fail(future: Future, exc: BaseException) -> None:
-    try:
+    with suppress(InvalidStateError):  # the caller cancelled it
         future.set_exception(exc)
-    except InvalidStateError:  # the caller cancelled it
-        pass
 
 
 class StoppingServer(uvicorn.Server):

@@ -35,6 +35,7 @@ would pass an answer that is not one, the reward does not:
 ('1,800', 'The answer is 42.')
 """
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -385,10 +386,8 @@ class MathReward(Reward):
                 else:
                     self._settle(job, passed=passed, shown=shown)
         except BaseException as exc:  # noqa: BLE001 - our failure: raised to whoever waits on the future
-            try:
+            with contextlib.suppress(InvalidStateError):
                 job.future.set_exception(exc)
-            except InvalidStateError:
-                pass
 
     def _settle(self, job: _Job, *, passed: bool, shown: str | None, timeout: bool = False, error: str | None = None) -> None:
         metadata: dict[str, Any] = {
@@ -406,10 +405,8 @@ class MathReward(Reward):
 
     @staticmethod
     def _set(job: _Job, output: RewardOutput) -> None:
-        try:
+        with contextlib.suppress(InvalidStateError):  # the caller cancelled it
             job.future.set_result(output)
-        except InvalidStateError:  # the caller cancelled it
-            pass
 
     def _running_pool(self) -> ProcessPool:
         with self._lock:

@@ -108,7 +108,7 @@ class RunCodeRefused(ValueError):
     request it cannot run: status SandboxError and the reason as message."""
 
 
-def run_request(body: RunCodeRequest, settings: RunCodeSettings = RunCodeSettings()) -> RunRequest:
+def run_request(body: RunCodeRequest, settings: RunCodeSettings | None = None) -> RunRequest:
     """The sandbox run for a `/run_code` request, or `RunCodeRefused`.
 
     The code is written as `main.py` in the work dir and run there as
@@ -117,6 +117,7 @@ def run_request(body: RunCodeRequest, settings: RunCodeSettings = RunCodeSetting
     the server's maximum), `memory_limit_MB` the container's memory (at least
     32 MB, at most the server's ceiling; it covers the harness's few MB too).
     """
+    settings = settings or RunCodeSettings()
     if body.language not in LANGUAGES:
         raise RunCodeRefused(f"language {body.language!r} is not supported: this rewardbox server runs "
                              f"{' and '.join(repr(lang) for lang in LANGUAGES)} (both Python 3)")

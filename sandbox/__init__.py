@@ -1,10 +1,19 @@
 """Running untrusted code and its tests in hardened, single-use Docker containers."""
 
 from rewardbox import __version__
-from rewardbox.sandbox.errors import ClusterUnavailable, ContainerLost, EngineUnavailable, HarnessError, ImageMissing, InvalidRequest, RuntimeMissing, SandboxError  # noqa: E402
+from rewardbox.sandbox.errors import (  # noqa: E402
+    ClusterUnavailable,
+    ContainerLost,
+    EngineUnavailable,
+    HarnessError,
+    ImageMissing,
+    InvalidRequest,
+    RuntimeMissing,
+    SandboxError,
+)
 from rewardbox.sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
-from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
 from rewardbox.sandbox.modes import LazySandbox  # noqa: E402
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
 
 __all__ = [
     "ClusterUnavailable",

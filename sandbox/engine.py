@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cached_property
 from typing import TypeVar
 
@@ -389,10 +389,8 @@ class DockerEngine:
         except requests.exceptions.ReadTimeout:
             self.kill(container_id)
             killed = True
-            try:
+            with suppress(docker.errors.NotFound, requests.exceptions.ReadTimeout):
                 self._api.wait(container_id, timeout=timeout_s, condition="removed")
-            except (docker.errors.NotFound, requests.exceptions.ReadTimeout):
-                pass
         # Nine decimals: the engine reads the fraction as nanoseconds.
         events = self._retry(lambda: list(self._api.events(
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,

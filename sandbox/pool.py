@@ -19,6 +19,7 @@ attached connection goes, and the engine removes a pooled container once it
 exits. So how one ended under a run is read from the engine's events.
 """
 
+import contextlib
 import logging
 import socket
 import threading
@@ -88,10 +89,8 @@ class PoolContainer:
         return True
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
 
 

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from rewardbox.sandbox.errors import HarnessError
 from rewardbox.sandbox.models import RunRequest
 

@@ -26,6 +26,7 @@ exactly once. With no worker left, new nodes are looked for; after
 """
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -229,7 +230,8 @@ class RaySandbox:
         """What the dispatcher knows: workers, in flight, queued, losses."""
         with self._cond:
             workers = [{"name": w.name, "node_id": w.node_id, "ready": w.ready, "in_flight": w.in_flight,
-                        "capacity": w.capacity, "containers": w.containers, **{k: v for k, v in w.stats.items() if k != "sandbox"}}
+                        "capacity": w.capacity, "containers": w.containers,
+                        **{k: v for k, v in w.stats.items() if k != "sandbox"}}
                        for w in self._workers.values() if w.alive]
             return {"workers": workers, "queued": len(self._queue), "peak_queued": self._peak_queued,
                     "max_queued": self.max_queued, "workers_lost": self._lost, "redispatched": self._redispatched}
@@ -363,10 +365,8 @@ class RaySandbox:
                    f"its requests in flight go to the {left} other worker(s)")
         log.warning("%s", message)
         warnings.warn(message, WorkerLost, stacklevel=2)
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node
             ray.kill(worker.actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone with its node
-            pass
 
     # Dispatching.
 

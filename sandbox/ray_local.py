@@ -99,7 +99,7 @@ class LocalCluster:
             command += ["--head", f"--port={self.port}", "--include-dashboard=false"]
         else:
             command += [f"--address={self.address}"]
-        log = open(self.temp_dir / f"node-{index}.log", "wb")
+        log = open(self.temp_dir / f"node-{index}.log", "wb")  # noqa: SIM115 (the node's output for its whole life)
         # A session of its own: kill_node() kills the node's every process at once.
         # SIGTERM when this process dies: `ray start --block` then stops its node.
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **self.node_env.get(index, {})},

@@ -7,6 +7,7 @@ container) when the engine fails under it. `stats()` and `probe()` are for
 monitoring: plain numbers, read by the service's `/metrics` and `/healthz`.
 """
 
+import contextlib
 import logging
 import socket
 import struct
@@ -160,10 +161,8 @@ class Sandbox:
                 # shutdown() really ends the connection; close() alone leaves it to the
                 # garbage collector while docker-py holds a reference, and the engine
                 # blocks writing to it (kill and remove then hang).
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
             if capped or deadline_hit:
                 self.engine.kill(container_id)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
 from rewardbox.sandbox.models import Outcome, RunResult, TestResult, Verdict
 from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, PHASE_PROGRAM, PHASE_SYNTAX, Record, Report
 

@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -37,9 +37,8 @@ from rewardbox.adapters import split_response
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.logs import CRASH_VERDICTS, LOG_KEYS, find, sample_logs, trainer_numbers, verdict_of
 from rewardbox.sandbox import SandboxError
-from rewardbox.settings import FEEDBACK_TEMPLATES, Settings, SettingsError, env_var, load_settings
+from rewardbox.settings import FEEDBACK_TEMPLATES, Settings, SettingsError, build_sandbox, env_var, load_settings
 from rewardbox.settings import build_reward as build_settings_reward
-from rewardbox.settings import build_sandbox
 
 __all__ = [
     "CodingEpisode",

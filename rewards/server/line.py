@@ -151,9 +151,7 @@ class Line:
             self._forget(work)
         else:
             work.future.set_result(result)
-            if work.waiters:
-                self._forget(work)
-            elif work.expiry is None:  # left and expired while it ran: nobody is coming back
+            if work.waiters or work.expiry is None:
                 self._forget(work)
 
     def _expire(self, work: _Work) -> None:

@@ -33,8 +33,8 @@ from rewardbox.rewards.sandboxfusion import (
     run_code_response,
     run_request,
 )
-from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.rewards.server.line import Busy, Held
+from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.sandbox import RunResult, SandboxError
 
 log = logging.getLogger(__name__)

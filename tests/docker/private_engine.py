@@ -57,7 +57,7 @@ class PrivateEngine:
             ["dockerd", "--config-file", str(self.root / "daemon.json"), "--data-root", str(self.mount / "docker"),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
              "--host", self.url, "--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"],
-            stdin=subprocess.DEVNULL, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115 (dockerd's log)
             start_new_session=True)
         deadline = time.monotonic() + 60
         while True:

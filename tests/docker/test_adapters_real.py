@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from rewardbox.rewards import CorrectnessReward, Sample
 from rewardbox.adapters.agentfly import agentfly_async_reward
 from rewardbox.adapters.flux import FluxReward
 from rewardbox.adapters.trl import trl_async_reward, trl_reward
 from rewardbox.adapters.twinkle import TwinkleReward
 from rewardbox.adapters.verl import make_compute_score
+from rewardbox.rewards import CorrectnessReward, Sample
 
 ASSERTS = {"tests": ["assert f(1) == 2", "assert f(2) == 3", "assert f(5) == 0"]}
 STDIO = json.dumps({"inputs": ["2\n", "5\n"], "outputs": ["4\n", "10\n"]})

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from add_task import LABEL
@@ -190,9 +189,9 @@ def test_engine_disk_nearly_full_then_full(private_engine):
 
             private_engine.fill_disk(leave_mb=0)
             # Full: a sample given up on says what is wrong and what to do.
-            with Sandbox(engine=DockerEngine(base_url=private_engine.url, retry_s=2), max_containers=1) as impatient:
-                with pytest.raises(EngineUnavailable, match="out of disk space.*free space"):
-                    CodeReward(impatient).score(samples[0])
+            with (Sandbox(engine=DockerEngine(base_url=private_engine.url, retry_s=2), max_containers=1) as impatient,
+                  pytest.raises(EngineUnavailable, match="out of disk space.*free space")):
+                CodeReward(impatient).score(samples[0])
 
             # Full, then freed while the retries last: nothing lost, nothing penalised.
             futures = [reward.submit(s) for s in samples]

@@ -116,7 +116,8 @@ def test_the_cli_answers_deep_code_and_deep_labels_line_by_line(tmp_path):
     source = tmp_path / "rollouts.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "results.jsonl"
-    done = subprocess.run([sys.executable, "-m", "rewardbox.cli", "score", str(source), "-o", str(out), "--no-progress", "-j", "2"],
+    done = subprocess.run([sys.executable, "-m", "rewardbox.cli", "score", str(source), "-o", str(out), "--no-progress",
+                           "-j", "2"],
                           capture_output=True, text=True, timeout=300)
 
     assert done.returncode == 0, done.stderr[-2000:]

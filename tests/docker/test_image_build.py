@@ -8,6 +8,7 @@ the package, and a second build reuses it. `image save` writes a tarball that
 current tag and is listed as stale.
 """
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -38,10 +39,8 @@ def api():
 
 
 def remove(api, tag: str) -> None:
-    try:
+    with contextlib.suppress(docker.errors.ImageNotFound):
         api.remove_image(tag)
-    except docker.errors.ImageNotFound:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +92,6 @@ def test_a_second_build_reuses_the_image(built, api):
 
 def test_a_tag_with_other_labels_is_built_again(built, api):
     """The tag alone is not trusted: an image under it whose labels differ is replaced."""
-    before = api.inspect_image(TAG)["Id"]
     impostor = api.create_container(TAG, ["true"], labels={"rewardbox-test": "image-build"})
     try:
         impostor_id = api.commit(impostor["Id"], repository=TAG.split(":")[0], tag=TAG.split(":")[1],

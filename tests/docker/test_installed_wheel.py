@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,6 +2,7 @@
 every kind; and a new `Sandbox` sweeps what a dead process left, but never
 what a live one is still using."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -162,9 +163,7 @@ def test_sweep_removes_dead_owners_containers_only(sandbox, docker_client):
         other.kill()
         other.wait()
         for container in made:
-            try:
+            with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
     ours = client.api.containers(all=True, filters={"label": f"rewardbox.owner={sandbox.engine.owner}"})
     assert {c["Id"] for c in ours} <= warm_container_ids()  # a pool's, waiting for runs

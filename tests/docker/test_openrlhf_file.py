@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rewardbox.rewards import CorrectnessReward, Sample
 from rewardbox.adapters import openrlhf
+from rewardbox.rewards import CorrectnessReward, Sample
 
 REWARD_FILE = Path(__file__).parents[2] / "examples" / "openrlhf" / "reward_func.py"
 PROMPT = "<|im_start|>user\nSolve the task.<|im_end|>\n<|im_start|>assistant\n"

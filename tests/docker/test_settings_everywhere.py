@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from server import free_port
 
 from rewardbox import adapters
 from rewardbox.adapters.trl import trl_reward
 from rewardbox.sandbox import SandboxError
 from rewardbox.settings import SettingsError
-from server import free_port
 
 ROLLOUTS = Path(__file__).parents[2] / "examples" / "rollouts.jsonl"
 LABEL = {"pytest": "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"}

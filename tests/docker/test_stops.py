@@ -8,6 +8,7 @@ The processes are real (subprocesses, a container), their containers found by
 the owner label of each (`host:pid:start`).
 """
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -49,10 +50,8 @@ def remove_left(client: docker.DockerClient, owner_prefix: str) -> list[str]:
     them to the leftover checks of other tests sharing the engine."""
     left = own_containers(client, owner_prefix)
     for container_id in left:
-        try:
+        with contextlib.suppress(docker.errors.NotFound):
             client.api.remove_container(container_id, force=True)
-        except docker.errors.NotFound:
-            pass
     return left
 
 

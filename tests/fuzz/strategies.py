@@ -139,7 +139,8 @@ huge = st.builds(_repeat_to, nonempty_text, st.sampled_from([1 << 16, 1 << 18, 1
 # Code that passes when the fake sandbox says so, in the shapes models write it.
 solutions = st.sampled_from(["def f(x):\n    return x + 1\n", "class Solution:\n    def f(self, x):\n        return x + 1\n",
                              "print(int(input()) + 1)\n", "    return x + 1\n", "42"])
-good_completions = st.builds(lambda before, code, tag, after: f"{before}```{tag}\n{code}```{after}" if tag is not None else before + code + after,
+good_completions = st.builds(lambda before, code, tag, after: (f"{before}```{tag}\n{code}```{after}" if tag is not None
+                                                               else before + code + after),
                              small_text, solutions, st.none() | st.sampled_from(["python", "", "py"]), small_text)
 mixed = st.lists(st.one_of(small_text, pieces, deep_code, repeated, good_completions), max_size=6).map("".join)
 completions = st.one_of(mixed, mixed, mixed, good_completions, good_completions, huge)  # one in six up to 1 MB
@@ -151,7 +152,8 @@ prompts = st.none() | st.sampled_from(["", "def f(x):\n", "<|im_start|>user\nWri
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30) | \
     st.sampled_from([2 ** 64, -(2 ** 63) - 1, -0.0, float("nan"), float("inf"), "\ud800", "\x00", ""])
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+json_values = st.recursive(json_scalars,
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
                            max_leaves=20)
 test_sources = st.one_of(st.sampled_from(CODE), small_text, deep_code)
 
@@ -180,9 +182,11 @@ pytest_labels = st.fixed_dictionaries({"pytest": test_sources | json_values})
 assert_labels = st.fixed_dictionaries({"tests": st.lists(test_sources, max_size=5) | json_values},
                                       optional={"setup": test_sources | json_values})
 mbpp_labels = st.fixed_dictionaries({"test_list": st.lists(test_sources, max_size=4) | json_values},
-                                    optional={"test_imports": st.lists(st.sampled_from(["import math", "import re"])) | json_values,
+                                    optional={"test_imports": st.lists(st.sampled_from(["import math", "import re"]))
+                                              | json_values,
                                               "test_setup_code": test_sources | json_values})
-check_labels = st.fixed_dictionaries({"test": test_sources | json_values, "entry_point": st.sampled_from(["f", "g", "Solution().f", ""]) | json_values},
+check_labels = st.fixed_dictionaries({"test": test_sources | json_values,
+                                      "entry_point": st.sampled_from(["f", "g", "Solution().f", ""]) | json_values},
                                      optional={"prompt": prompts | json_values})
 stdio_labels = st.fixed_dictionaries({"inputs": cases_io | json_values, "outputs": cases_io | json_values})
 call_labels = st.fixed_dictionaries({"fn_name": st.sampled_from(["add", "f", ""]) | json_values,
@@ -239,9 +243,11 @@ def _cap_check(label: dict) -> dict:
         label = {**label, "test": "\n".join(label["test"].split("\n")[:501]) + "\n"}
     return label
 # Numbers past int's string-conversion limit (4300 digits) only as JSON text: Python's repr of them fails.
-huge_number_text = st.sampled_from(["9" * 5000, '{"answer": ' + "9" * 5000 + "}", '{"fn_name": "f", "inputs": [[1]], "outputs": [' + "9" * 5000 + "]}",
+huge_number_text = st.sampled_from(["9" * 5000, '{"answer": ' + "9" * 5000 + "}",
+                                    '{"fn_name": "f", "inputs": [[1]], "outputs": [' + "9" * 5000 + "]}",
                                     "1e999", '{"answer": 1e999}', "NaN", '{"answer": -Infinity}'])
-labels = st.one_of(good_labels, good_labels.map(_as_json_text), label_objects, label_objects.map(_as_json_text), deep_json_text, huge_labels, huge_number_text, st.binary(max_size=40),
+labels = st.one_of(good_labels, good_labels.map(_as_json_text), label_objects, label_objects.map(_as_json_text), deep_json_text,
+                   huge_labels, huge_number_text, st.binary(max_size=40),
                    st.sampled_from([set(), object(), b"\xff\xfe", bytearray(b"{}"), ...]))
 
 

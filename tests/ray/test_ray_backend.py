@@ -6,7 +6,6 @@ both nodes, and the dispatcher's bounds on work in flight and waiting."""
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -17,8 +16,8 @@ import pytest
 import requests
 from test_modes import LIMITS, SAMPLES
 
-from rewardbox.rewards import CorrectnessReward, Sample
 from rewardbox.adapters import openrlhf
+from rewardbox.rewards import CorrectnessReward, Sample
 from rewardbox.sandbox import RunRequest, SandboxError
 from rewardbox.sandbox.modes import make_sandbox
 from rewardbox.sandbox.ray_backend import RaySandbox
@@ -214,7 +213,8 @@ def test_rewardbox_score_with_ray_writes_what_the_local_run_writes(cluster, tmp_
         out = tmp_path / f"out{len(flags)}.jsonl"
         subprocess.run([str(REWARDBOX), "score", str(MIXED), "-o", str(out), "--no-progress", "-j", "2", *flags],
                        check=True, timeout=240, capture_output=True)
-        return [{k: r[k] for k in ("id", "reward", "score", "verdict", "error")} for r in map(json.loads, out.read_text().splitlines())]
+        return [{k: r[k] for k in ("id", "reward", "score", "verdict", "error")}
+                for r in map(json.loads, out.read_text().splitlines())]
 
     assert score("--ray", cluster.address) == score()
 
@@ -223,7 +223,7 @@ def test_rewardbox_serve_with_ray_answers_over_http(cluster, tmp_path):
     from server import free_port
 
     port = free_port()
-    log = open(tmp_path / "serve.log", "wb")
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 (the server's output while it runs)
     server = subprocess.Popen([str(REWARDBOX), "serve", "--ray", cluster.address, "--port", str(port), "-j", "2"],
                               stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -65,7 +65,8 @@ SUPPORT: tuple[str, ...] = (
     "torchdata==0.11.0",  # openrlhf 0.8-0.9.0: openrlhf.utils.deepspeed, imported by experience_maker
     # verl 0.9.1 imports ray (verl.protocol) and aiohttp (reward loop) too, and:
     "codetiming==1.4.0",  # verl.utils.profiler, imported by verl.utils.reward_score's package
-    "omegaconf==2.4.0",  # verl's configs (reward managers take a DictConfig); 2.4 needs no antlr4 4.9, which math-verify's 4.13 excludes
+    # verl's configs (reward managers take a DictConfig); 2.4 needs no antlr4 4.9, which math-verify's 4.13 excludes
+    "omegaconf==2.4.0",
     "tensordict==0.8.3",  # verl.protocol's DataProto; 0.9+ pins packaging<26, which the constraints exclude
     "pillow==13.0.0",  # twinkle-kit 0.5.1: twinkle.template (qwen3_5_vl), imported by twinkle.dataset and its Template
 )

@@ -104,8 +104,8 @@ def grpo(directory: Path, chat: bool, labels: str) -> dict[str, Any]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rewardbox.rewards import CorrectnessReward
     from rewardbox.adapters.trl import trl_async_reward, trl_reward
+    from rewardbox.rewards import CorrectnessReward
     from rewardbox.sandbox.modes import make_sandbox
 
     torch.set_num_threads(1)

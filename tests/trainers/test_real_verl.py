@@ -13,11 +13,8 @@ import docker
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
-
 import verl
-from rewardbox.sandbox.engine import owner_alive
-from tests.trainers.conftest import byte_level_bpe, rewardbox_serve
+from omegaconf import OmegaConf
 from verl import DataProto
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker, migrate_legacy_reward_impl
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
@@ -26,6 +23,9 @@ from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager
 from verl.utils.reward_score import default_compute_score
 from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api, check_correctness
 from verl.workers.reward_manager import BatchRewardManager, DAPORewardManager, NaiveRewardManager, PrimeRewardManager
+
+from rewardbox.sandbox.engine import owner_alive
+from tests.trainers.conftest import byte_level_bpe, rewardbox_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "verl" / "reward_fn.py"

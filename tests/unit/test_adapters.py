@@ -681,7 +681,7 @@ def test_package_names_load_their_adapter_on_first_use():
     assert adapters.make_compute_score is verl.make_compute_score and adapters.grpo_advantage is twinkle.grpo_advantage
     assert adapters.agentfly_async_reward is agentfly.agentfly_async_reward
     with pytest.raises(AttributeError):
-        getattr(adapters, "no_such_adapter")
+        _ = adapters.no_such_adapter
 
 
 def test_importing_the_adapters_imports_no_trainer_and_no_torch():

@@ -56,7 +56,7 @@ def run(data: str | dict, solution: dict, monkeypatch, cases: list[dict] | None 
     monkeypatch.setattr(rbcheck, "DATA", data)
     monkeypatch.setattr(rbcheck, "_namespace", None)
     monkeypatch.setattr(rbcheck, "call", wire_call(solution))
-    return [passes(lambda: rbcheck._check_python(case)) for case in data["cases"]]
+    return [passes(lambda case=case: rbcheck._check_python(case)) for case in data["cases"]]
 
 
 def passes(body: Callable[[], object]) -> bool:
@@ -334,7 +334,7 @@ def statement_outcomes(problem: dict, solution: dict) -> tuple[bool, list[bool]]
     outcomes = []
     for statement in body:
         code = compile(ast.Module(body=[statement], type_ignores=[]), "check", "exec")
-        outcomes.append(passes(lambda: exec(code, namespace)))
+        outcomes.append(passes(lambda code=code: exec(code, namespace)))
     calls = [i for i, s in enumerate(body) if {param, entry} & {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}]
     return whole, [outcomes[i] for i in calls]
 

@@ -11,8 +11,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from rewardbox.rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
 from rewardbox.cli import _answer, _record, _sample, _summary, _write_answers, main
+from rewardbox.rewards import GradingPolicy, RewardOutput, Sample, grade, grade_no_code
 from rewardbox.rewards.code import output
 from rewardbox.rewards.expected import ExpectedTests
 from rewardbox.sandbox import EngineUnavailable, Outcome, RunResult, TestResult, Verdict

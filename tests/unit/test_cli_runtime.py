@@ -13,7 +13,7 @@ import pytest
 
 from rewardbox import cli
 from rewardbox.images import image_tag
-from rewardbox.rewards.lifecycle import Stopped, StoppableSandbox
+from rewardbox.rewards.lifecycle import StoppableSandbox, Stopped
 from rewardbox.sandbox import RunRequest, SandboxError
 
 

@@ -170,7 +170,8 @@ HANDLES_THINK = ("def strip_reasoning(text):\n    if '<think>' in text and '</th
     pytest.param(f"<think>split at '</think>'?</think>\n```python\n{HANDLES_THINK}```", id="after-reasoning"),
     pytest.param(f"I split at '</think>'.</think>\n```python\n{HANDLES_THINK}```", id="after-template-opened-reasoning"),
     pytest.param(f"{HANDLES_THINK}<|im_end|>", id="plain-code"),
-    pytest.param(f"```python\ndef g():\n    return '<think>'\n```\n```python\n{HANDLES_THINK}```", id="unclosed-tag-in-an-earlier-block"),
+    pytest.param(f"```python\ndef g():\n    return '<think>'\n```\n```python\n{HANDLES_THINK}```",
+                 id="unclosed-tag-in-an-earlier-block"),
 ])
 def test_think_tags_in_code_are_text(completion):
     assert extract_code(completion) == HANDLES_THINK

@@ -24,7 +24,7 @@ def test_documented_defaults():
 
 
 def test_crash_set_is_exactly_the_crash_verdicts():
-    assert CRASHES == frozenset(CRASH_VERDICTS)
+    assert frozenset(CRASH_VERDICTS) == CRASHES
     assert len(set(CRASH_VERDICTS)) == 6  # each crash is a distinct verdict
 
 

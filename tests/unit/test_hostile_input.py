@@ -3,12 +3,22 @@ label holds, reading it answers its own sample and takes time linear in its
 size. Each case here once raised, hung for minutes, or grew without bound."""
 
 import asyncio
+import contextlib
 import json
 
 import pytest
 
-from rewardbox.rewards import CodeReward, CompositeReward, FormatReward, LabelError, Sample, extract_code, parse_label, strip_completion
 from rewardbox.adapters import score_async
+from rewardbox.rewards import (
+    CodeReward,
+    CompositeReward,
+    FormatReward,
+    LabelError,
+    Sample,
+    extract_code,
+    parse_label,
+    strip_completion,
+)
 from rewardbox.rewards.base import Reward, RewardOutput
 from rewardbox.rewards.labels import LabelCache
 from rewardbox.rewards.logs import sample_logs
@@ -152,7 +162,8 @@ def test_anything_a_reward_reports_becomes_json_data():
 
 
 def test_bounded_json_reads_what_datasets_hold():
-    assert loads(json.dumps({"inputs": [[[1, [2, [3]]]]], "s": "[[[[[[" * 1000})) == {"inputs": [[[1, [2, [3]]]]], "s": "[[[[[[" * 1000}
+    nested = {"inputs": [[[1, [2, [3]]]]], "s": "[[[[[[" * 1000}
+    assert loads(json.dumps(nested)) == nested
 
 
 @pytest.mark.parametrize("raw", [
@@ -161,7 +172,5 @@ def test_bounded_json_reads_what_datasets_hold():
     pytest.param({"test_cases": [{"input": None, "output": 3}]}, id="open-r1-wrong-types"),
 ])
 def test_labels_of_any_shape_are_label_errors_or_labels(raw):
-    try:
+    with contextlib.suppress(LabelError):
         parse_label(raw)
-    except LabelError:
-        pass

@@ -83,7 +83,7 @@ def test_tags_name_the_version_the_variant_and_the_digest():
     assert image_tag("scientific").startswith(f"rewardbox/python:{__version__}-scientific-")
     assert image_tag(packages=["sortedcontainers"]).startswith(f"rewardbox/python:{__version__}-custom-")
     assert len(image_tag("scientific").rsplit("-", 1)[1]) == 12
-    assert DEFAULT_IMAGE == image_tag("python")
+    assert image_tag("python") == DEFAULT_IMAGE
 
 
 def test_the_package_set_is_part_of_the_tag_but_not_its_order_or_spacing():

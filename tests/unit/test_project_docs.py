@@ -6,10 +6,10 @@ the links mkdocs never sees: README.md's and the examples' READMEs'.
 """
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = "https://github.com/rewardbox/rewardbox"

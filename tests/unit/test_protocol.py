@@ -7,6 +7,7 @@ import json
 
 import pydantic
 import pytest
+
 from rewardbox.sandbox import Limits, RunRequest
 from rewardbox.sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from rewardbox.sandbox import Outcome, Verdict
 from rewardbox.sandbox import protocol as host
 from rewardbox.sandbox.errors import HarnessError

@@ -6,6 +6,7 @@ import hmac
 import json
 
 import pytest
+
 from rewardbox.sandbox import Outcome, RunResult, Verdict, verdict
 from rewardbox.sandbox.errors import HarnessError
 from rewardbox.sandbox.protocol import PROTOCOL_VERSION, REPORT_PREFIX, Report, parse_report, validate_report

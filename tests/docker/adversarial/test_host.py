@@ -17,7 +17,18 @@ import time
 
 import pytest
 
-from adversarial.attacks import ESCAPE_NAME, FORMATS, GVISOR, POOLED_RUNC, HONEST_RIGHT, HONEST_WRONG, QUICK, SECRET_NAME, Attack, show
+from adversarial.attacks import (
+    ESCAPE_NAME,
+    FORMATS,
+    GVISOR,
+    HONEST_RIGHT,
+    HONEST_WRONG,
+    POOLED_RUNC,
+    QUICK,
+    SECRET_NAME,
+    Attack,
+    show,
+)
 from adversarial.conftest import CANARY
 from rewardbox.sandbox import Outcome, RunRequest, Verdict
 
