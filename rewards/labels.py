@@ -29,8 +29,8 @@ from rewardbox.rewards.extract import extract_code, strip_completion
 from rewardbox.rewards.safe_json import MAX_JSON_DEPTH, JSONTooDeep, deeper_than, loads
 from rewardbox.rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
 from rewardbox.sandbox import Limits, RunRequest
+from rewardbox.sandbox.protocol import SOLUTION_FILE
 
-SOLUTION_FILE = "solution.py"
 TEST_FILE = "test_solution.py"
 MAX_BARE_ANSWER_CHARS = 1000
 

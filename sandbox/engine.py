@@ -38,6 +38,7 @@ from tenacity import (
 from rewardbox.images import build_hint
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
 from rewardbox.sandbox.models import Limits
+from rewardbox.sandbox.protocol import SANDBOX_GID, SANDBOX_UID, WORK_DIR
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,7 +46,8 @@ T = TypeVar("T")
 LABEL = "rewardbox"
 OWNER_LABEL = "rewardbox.owner"
 EXPIRES_LABEL = "rewardbox.expires"
-SANDBOX_USER = "10001:10001"
+# The harness's unprivileged user (rbprotocol.py), who owns the work dir.
+SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_GID}"
 DISK_HINT = "free space on the filesystem of the engine's data root (`docker info`: Docker Root Dir)"
 # gVisor's own host threads count against the container's pids limit (about
 # 60 at start, a few more per process inside: gVisor issue #2490), while the
@@ -294,7 +296,10 @@ class DockerEngine:
             network_mode="none",
             read_only=True,
             tmpfs={
-                "/work": f"rw,nosuid,nodev,size={limits.work_mb}m,nr_inodes={limits.inodes},uid=10001,gid=10001",
+                WORK_DIR: (
+                    f"rw,nosuid,nodev,size={limits.work_mb}m,nr_inodes={limits.inodes},"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_GID}"
+                ),
                 "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
                 # A tmpfs of ours rather than --shm-size, which limits bytes but not files.
                 "/dev/shm": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
@@ -322,7 +327,7 @@ class DockerEngine:
         labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
 
         config = self._api.create_container_config(
-            image, command, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir="/work",
+            image, command, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir=WORK_DIR,
             hostname="sandbox", environment={}, labels=labels, host_config=host_config,
         )
         # Stdin closes when our one attached connection does: the single-use harness

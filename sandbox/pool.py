@@ -32,13 +32,22 @@ from dataclasses import dataclass, field
 
 from rewardbox.sandbox.errors import ContainerLost, HarnessError, SandboxError
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
-from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, READY, Report, encode_request, new_nonce, parse_report
+from rewardbox.sandbox.protocol import (
+    PHASE_HARNESS_ERROR,
+    READY,
+    Report,
+    encode_request,
+    harness_protocol,
+    new_nonce,
+    parse_report,
+)
 from rewardbox.sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
-POOL_COMMAND = ["python3", "-I", "-B", "/opt/rewardbox/pool_supervisor.py"]
+# The harness dir is the image's (rbprotocol.HARNESS_DIR), not a host copy.
+POOL_COMMAND = ["python3", "-I", "-B", f"{harness_protocol().HARNESS_DIR}/pool_supervisor.py"]
 DEFAULT_REUSE = 1000  # each run is checked clean; a start costs as much CPU as ~10 runs
 DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
