@@ -17,7 +17,7 @@ from rewardbox.rewards.labels import CodeLabel, LabelError, MathLabel, parse_lab
 from rewardbox.rewards.needed_modules import missing_modules_error, needed_modules
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.rewards.safe_json import plain
-from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxError
+from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxBackend, SandboxError
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -39,7 +39,7 @@ class CodeReward(Reward):
 
     name = "code"
 
-    def __init__(self, sandbox: Sandbox | LazySandbox | None = None, policy: GradingPolicy | None = None,
+    def __init__(self, sandbox: SandboxBackend | None = None, policy: GradingPolicy | None = None,
                  limits: Limits | None = None):
         self._owns_sandbox = sandbox is None
         self.sandbox = sandbox if sandbox is not None else LazySandbox()
@@ -110,9 +110,9 @@ def _sandbox_image(sandbox: object) -> tuple[str, str | None] | None:
     environment's engine), or None when it runs elsewhere: Ray's workers use
     their own nodes' engines."""
     if isinstance(sandbox, LazySandbox):
-        if sandbox.options.get("ray"):
+        if sandbox.config.ray:
             return None
-        return sandbox.image, getattr(sandbox.options.get("engine"), "base_url", None)
+        return sandbox.image, getattr(sandbox.engine, "base_url", None)
     if isinstance(sandbox, Sandbox):
         return sandbox.image, getattr(sandbox.engine, "base_url", None)
     return None

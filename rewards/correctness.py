@@ -7,7 +7,7 @@ from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.code import CodeReward
 from rewardbox.rewards.labels import MathLabel, parse_label
 from rewardbox.rewards.policy import GradingPolicy
-from rewardbox.sandbox import LazySandbox, Limits, Sandbox
+from rewardbox.sandbox import Limits, SandboxBackend
 
 
 class CorrectnessReward(Reward):
@@ -16,7 +16,7 @@ class CorrectnessReward(Reward):
 
     name = "correctness"
 
-    def __init__(self, sandbox: Sandbox | LazySandbox | None = None, policy: GradingPolicy | None = None,
+    def __init__(self, sandbox: SandboxBackend | None = None, policy: GradingPolicy | None = None,
                  limits: Limits | None = None, code: CodeReward | None = None, math: Reward | None = None):
         self.code = code or CodeReward(sandbox, policy, limits)
         self._math = math

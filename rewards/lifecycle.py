@@ -17,7 +17,7 @@ from typing import Any
 
 import uvicorn
 
-from rewardbox.sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, Sandbox, SandboxError
+from rewardbox.sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, SandboxBackend, SandboxError
 from rewardbox.sandbox.engine import DockerEngine
 from rewardbox.sandbox.modes import make_sandbox
 from rewardbox.sandbox.runner import DEFAULT_MAX_CONTAINERS
@@ -95,7 +95,7 @@ class StoppableEngine(DockerEngine):
 
 
 class StoppableSandbox(LazySandbox):
-    """A `LazySandbox` (made on first use, with these options) that `stop()`
+    """A `LazySandbox` (made on first use, of this configuration) that `stop()`
     ends at once. Its runs' futures are its own, so that stopping can answer
     them without waiting for the threads under them."""
 
@@ -112,7 +112,7 @@ class StoppableSandbox(LazySandbox):
         return sandbox.max_containers if sandbox is not None else super().max_containers
 
     @property
-    def sandbox(self) -> Sandbox:
+    def sandbox(self) -> SandboxBackend:
         with self._lock:
             if self._stopped:
                 raise Stopped("the sandbox is stopping")
@@ -120,16 +120,17 @@ class StoppableSandbox(LazySandbox):
                 self._sandbox = self._make()
             return self._sandbox
 
-    def _make(self) -> Sandbox:
-        options = dict(self.options)
-        if options.get("ray") or "engine" in options:
-            return make_sandbox(**options)  # its containers are the cluster's: closing is all we can do
-        retry_s = options.pop("retry_s", 60.0)
-        pool_size = options.get("max_containers", DEFAULT_MAX_CONTAINERS) * 2 + 4  # as Sandbox sizes its own
+    def _make(self) -> SandboxBackend:
+        config = self.config
+        if config.ray or self.engine is not None:
+            # Its containers are the cluster's, or the given engine's: closing is all we can do.
+            return make_sandbox(config, engine=self.engine)
+        retry_s = 60.0 if config.retry_s is None else config.retry_s
+        pool_size = (config.max_containers or DEFAULT_MAX_CONTAINERS) * 2 + 4  # as Sandbox sizes its own
         # Kept before the sandbox is made: a pool starts containers while it is made.
         self._engine = engine = StoppableEngine(retry_s=retry_s, pool_size=pool_size)
         try:
-            return make_sandbox(engine=engine, **options)
+            return make_sandbox(config, engine=engine)
         except BaseException:  # no image, say: nothing of it may stay behind
             engine.stop()
             engine.close()

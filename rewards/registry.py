@@ -29,7 +29,7 @@ from rewardbox.rewards.length import LengthReward
 
 if TYPE_CHECKING:
     from rewardbox.rewards.policy import GradingPolicy
-    from rewardbox.sandbox import LazySandbox, Limits, Sandbox
+    from rewardbox.sandbox import Limits, SandboxBackend
 
 # "=", "," and "#" have meanings in specs and composite names.
 _NAME = re.compile(r"[^\s=,#]+")
@@ -252,7 +252,7 @@ class Registry:
         return CompositeReward(pairs, normalize=True)
 
 
-def register_builtins(registry: Registry, sandbox: "Sandbox | LazySandbox | None" = None, policy: "GradingPolicy | None" = None,
+def register_builtins(registry: Registry, sandbox: "SandboxBackend | None" = None, policy: "GradingPolicy | None" = None,
                       limits: "Limits | None" = None) -> None:
     """Registers the built-in rewards, as factories: nothing is built until
     asked for. `code` and `correctness` share one `CodeReward` (one bound on
@@ -281,7 +281,7 @@ def register_builtins(registry: Registry, sandbox: "Sandbox | LazySandbox | None
     registry.register("correctness", correctness)
 
 
-def configured_registry(sandbox: "Sandbox | LazySandbox | None" = None, policy: "GradingPolicy | None" = None,
+def configured_registry(sandbox: "SandboxBackend | None" = None, policy: "GradingPolicy | None" = None,
                         limits: "Limits | None" = None) -> Registry:
     """Built-ins made with this sandbox, policy and limits; other names (your
     `@reward` functions) come from the default registry."""

@@ -1,6 +1,7 @@
 """Running untrusted code and its tests in hardened, single-use Docker containers."""
 
 from rewardbox import __version__
+from rewardbox.sandbox.backend import SandboxBackend  # noqa: E402
 from rewardbox.sandbox.errors import (  # noqa: E402
     ClusterUnavailable,
     ContainerLost,
@@ -30,6 +31,7 @@ __all__ = [
     "RunResult",
     "RuntimeMissing",
     "Sandbox",
+    "SandboxBackend",
     "SandboxError",
     "TestResult",
     "Verdict",
