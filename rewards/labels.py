@@ -1,4 +1,4 @@
-"""Labels: how to check a completion, as datasets ship them (design section 3).
+"""Labels: how to check a completion, as datasets ship them (docs/labels.md).
 
 A label is a JSON object (or a JSON string of one), or a bare math answer. Its
 format is told by an explicit `"kind"` or by its keys. Code labels turn a

@@ -11,7 +11,7 @@ CRASHES = frozenset({
 
 
 class GradingPolicy(BaseModel):
-    """Rewards per outcome (design section 4).
+    """Rewards per outcome (docs/grading.md).
 
     Tests passed earn `passed / expected`; every other verdict earns a fixed
     penalty, except a timeout: a run that its deadline stopped with cases still

@@ -1,7 +1,7 @@
 """Docker tier: real containers on a real engine.
 
 The session shares one `Sandbox` and one `CodeReward`. A missing engine or
-image is an error of the run, never a skip (design section 8: CI starts the
+image is an error of the run, never a skip (CI starts the
 engine), so the fixtures fail with the `SandboxError`'s own message.
 """
 

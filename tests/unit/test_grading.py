@@ -1,4 +1,4 @@
-"""The grading table of design section 4, through `GradingPolicy` and `rewardbox.rewards.grade`."""
+"""The grading table of docs/grading.md, through `GradingPolicy` and `rewardbox.rewards.grade`."""
 
 import pydantic
 import pytest

@@ -1,5 +1,5 @@
 """`rewardbox.rewards.labels.parse_label`: every label format and its aliases in, a usable
-label or a `LabelError` out (design section 3)."""
+label or a `LabelError` out (docs/labels.md)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Reward hacks (design section 6): completions that try to earn a reward
+"""Reward hacks (docs/threat-model.md): completions that try to earn a reward
 without solving the task, each run against every label format of the `add`
 task. None may score more than an honest wrong answer to the same label.
 
