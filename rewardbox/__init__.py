@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _SANDBOX = (
     "ClusterUnavailable", "ContainerLost", "DEFAULT_IMAGE", "EngineUnavailable", "HarnessError", "ImageMissing",
     "InvalidRequest", "LazySandbox", "Limits", "Outcome", "RunRequest", "RunResult", "RuntimeMissing", "Sandbox",
-    "SandboxError", "TestResult", "Verdict",
+    "SandboxBackend", "SandboxError", "TestResult", "Verdict",
 )
 _REWARDS = (
     "AssertLabel", "CallLabel", "CheckLabel", "CodeReward", "CompositeReward", "CorrectnessReward", "ExpectedTests",
