@@ -323,6 +323,10 @@ class PooledSandbox(Sandbox):
             raise
         if report is not None:
             self._give_back(container, report.recycle)
+            if report.phase == PHASE_HARNESS_ERROR and report.not_started:
+                # Nothing of the run's code ran (the zygote could not fork): the
+                # caller runs it again in a fresh container, as after a lost one.
+                raise ContainerLost(f"pooled container {container.id[:12]} could not start the run: {report.message}")
             if report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
                 raise HarnessError(f"the sandbox harness failed: {report.message}")
             return judge(report, self._facts(started, oom_killed=report.oom_killed))

@@ -104,6 +104,7 @@ class Report(BaseModel):
     phase: str | None = None  # one of rbprotocol.PHASES
     message: str | None = None  # a harness_error's
     harness_attacked: bool = False  # a harness_error the run caused (it changed our limits)
+    not_started: bool = False  # a harness_error before the run's code started: run it again elsewhere
     records: list[Record] = Field(default_factory=list)
     returncode: int | None = None
     timed_out: bool = False

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from add_task import LABEL
@@ -130,6 +131,34 @@ def test_containers_killed_or_removed_from_outside_are_run_again(docker_client, 
 
         assert rewards == pytest.approx(expected)
         assert box.stats().run_retries >= 2
+
+
+def _zygote_of(docker_client, container_id: str) -> int:
+    """The host pid of a pooled container's zygote (runc: the container's
+    processes are the host's, a child of its PID 1)."""
+    init = docker_client.api.inspect_container(container_id)["State"]["Pid"]
+    for child in Path(f"/proc/{init}/task/{init}/children").read_text().split():
+        if b"rbzygote" in Path(f"/proc/{child}/cmdline").read_bytes():
+            return int(child)
+    raise AssertionError(f"no zygote under pid {init}")
+
+
+def test_a_pooled_container_whose_zygote_died_while_waiting_runs_the_sample_again(docker_client):
+    """The zygote of a waiting container is gone (the OOM killer, a fork that
+    failed): the run it is handed never starts. That is ours, never a verdict
+    nor an error for the caller: the sample runs again in a fresh container."""
+    with make_sandbox("pooled", max_containers=1, retry_s=60) as box:
+        reward = CodeReward(box)
+        assert reward.grade(RIGHT.format(pause=0), LABEL).reward == 1.0
+        assert box.settle()
+        (waiting,) = box.warm_ids()
+        os.kill(_zygote_of(docker_client, waiting), signal.SIGKILL)
+
+        grade = reward.grade(WRONG.format(pause=0), LABEL)
+
+        assert (grade.verdict.value, grade.reward) == ("failed", pytest.approx(1 / 3))
+        assert box.stats().run_retries == 1
+        assert waiting not in box.warm_ids()
 
 
 def test_a_completion_that_kills_its_own_harness_is_judged_not_run_again(sandbox, code_reward):

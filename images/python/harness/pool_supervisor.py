@@ -98,6 +98,7 @@ class Zygote:
         self.sock = ours
         self.pid = self.process.pid
         self.alive = True
+        self.lost_why = None
         if (self.receive(timeout_s=60) or {}).get("ready") is not True:
             raise RuntimeError("the zygote did not start")
 
@@ -108,35 +109,47 @@ class Zygote:
         return bool(poller.poll(timeout_s * 1000))
 
     def receive(self, timeout_s=ZYGOTE_ANSWER_S):
-        if not self.alive or not self.readable(timeout_s):
-            self.lose()
+        if not self.alive:
             return None
-        data = self.sock.recv(1 << 16)
+        if not self.readable(timeout_s):
+            self.lose(f"no answer in {timeout_s:g} s")
+            return None
+        try:
+            data = self.sock.recv(1 << 16)
+        except OSError as exc:  # ECONNRESET: it died with our message unread
+            data, why = b"", f"it is gone: {exc}"
+        else:
+            why = "it is gone"
         if not data:
-            self.lose()
+            self.lose(why)
             return None
         return json.loads(data)
 
-    def lose(self):
+    def lose(self, why="lost"):
         """The zygote is dead or stuck (stopped by the code under test): kill
         everything, it included, and give the container up."""
         if self.alive:
             self.alive = False
+            self.lost_why = why
             supervisor.kill_everything_else()
 
     def spawn(self, test_paths, env, fds, solution="worker"):
         if not self.alive:
-            raise RuntimeError("the zygote is gone")
+            raise supervisor.NotStarted("the zygote is gone")
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         message = {"op": "run", "args": test_paths, "env": env, "solution": solution}
-        socket.send_fds(self.sock, [json.dumps(message).encode()],
-                        [stdout_w, stderr_w, *fds])
+        try:
+            socket.send_fds(self.sock, [json.dumps(message).encode()],
+                            [stdout_w, stderr_w, *fds])
+        except OSError as exc:  # it died while the container waited
+            self.lose(f"it is gone: {exc}")
         os.close(stdout_w)
         os.close(stderr_w)
         answer = self.receive()
-        if answer is None:
-            raise RuntimeError("the zygote did not fork")
+        if answer is None or "pid" not in answer:
+            why = (answer or {}).get("error") or self.lost_why or "it is gone"
+            raise supervisor.NotStarted(f"the zygote did not fork ({why})")
         return ZygoteChild(self, answer["pid"], os.fdopen(stdout_r, "rb", buffering=0),
                            os.fdopen(stderr_r, "rb", buffering=0))
 

@@ -16,7 +16,7 @@ checks after every run, and recycles the container if anything changed.
 Messages (JSON, one per packet):
     <- {"op": "run", "args": [TEST_FILE...], "env": {...}, "solution": "worker" | "in-process"}
                                                   + fds: stdout, stderr, key, records[, data]
-    -> {"pid": PID}, later {"exit": WAIT_STATUS}
+    -> {"pid": PID}, later {"exit": WAIT_STATUS}; or {"error": TEXT} if it could not fork
     <- {"op": "sweep"}   -> {"clean": BOOL}   every other process of the uid killed
 """
 
@@ -202,7 +202,13 @@ def serve(sock):
             supervisor.kill_everything_else()
             send(sock, {"clean": not supervisor.others_alive()})
             continue
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # EAGAIN at the pids limit, ENOMEM: the run never started
+            for fd in fds:
+                os.close(fd)
+            send(sock, {"error": f"fork: {exc}"})
+            continue
         if pid == 0:
             sock.close()
             run_child(message, fds)

@@ -195,6 +195,12 @@ def syntax_error(files):
     return None
 
 
+class NotStarted(RuntimeError):
+    """The run's test process could not be started (a pool's zygote did not
+    fork): a failure of ours before the run's code ran, which the host retries
+    in a fresh container."""
+
+
 class Stream:
     """Keeps the head of a child's output stream and counts all of it."""
 
@@ -520,6 +526,8 @@ def handle(request, zygote=None):
             run_tests(request, report, zygote)
     except Exception as exc:  # a broken request or harness: the host reports it as ours
         report.update(phase=rbprotocol.PHASE_HARNESS_ERROR, message=f"{type(exc).__name__}: {exc}"[:2000])
+        if isinstance(exc, NotStarted):
+            report["not_started"] = True
     return report
 
 
