@@ -9,7 +9,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py
 IMAGE = $(shell $(BIN)/python -c 'from rewardbox.images import image_tag; print(image_tag())')
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
+.PHONY: help install lint typecheck engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ test: install sandbox-image scientific-image gvisor trainers-env ## run the tier
 
 docs: install ## build the documentation site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor fails
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
+typecheck: install ## mypy, strict with the pydantic plugin (pyproject.toml), over the rewardbox packages as installed (scripts/typecheck); zero findings
+	PYTHON=$(CURDIR)/$(BIN)/python scripts/typecheck
 
 lint: install ## ruff (pycodestyle, pyflakes, isort, bugbear, pyupgrade, simplify: pyproject.toml) over the code, tests, bench and examples; zero findings
 	$(BIN)/ruff check rewardbox sandbox rewards images tests bench examples conftest.py

@@ -91,7 +91,9 @@ class SettingsError(ValueError):
 def _rules(model: Any, name: str) -> Any:
     """The constraints of `model`'s field `name` (ge=..., gt=...), so that a
     setting is checked where it is read, by the rule its consumer keeps."""
-    return Annotated[(model.model_fields[name].annotation, *model.model_fields[name].metadata)]
+    field = model.model_fields[name]
+    params = (field.annotation, *field.metadata)
+    return Annotated[params]
 
 
 def _default(model: Any, name: str) -> Any:

@@ -75,7 +75,7 @@ class _Spec:
 
     def shape(self, function: Callable[..., Any]) -> Callable[..., Any]:
         function.__name__ = function.__qualname__ = self.name
-        function.__signature__ = self.signature  # type: ignore[attr-defined] - what AgentFly filters keywords by
+        function.__signature__ = self.signature  # type: ignore[attr-defined]  # what AgentFly filters keywords by
         return function
 
 
