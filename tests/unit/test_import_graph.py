@@ -155,3 +155,54 @@ def test_the_cycle_finder_finds_a_function_level_cycle():
 def test_no_import_cycle():
     cycles = find_cycles(import_graph(project_modules()))
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+# The layers, lowest first, as the README's "Layout" section gives them: a
+# module imports only from its own layer or a lower one. The settings sit under
+# the adapters and read each layer's configuration models, which are leaves
+# (CONFIG_MODULES), so they may be read from anywhere.
+LAYERS = (
+    "rewardbox",  # the package root: __version__ and the lazy public API, which imports nothing at import time
+    "rewardbox.images",
+    "rewardbox.sandbox",
+    "rewardbox.rewards",
+    "rewardbox.settings",
+    "rewardbox.adapters",
+    "rewardbox.rewards.server",
+    "rewardbox.doctor",
+    "rewardbox.cli",
+    "rewardbox.__main__",
+)
+CONFIG_MODULES = ("rewardbox.rewards.server.config",)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the longest prefix naming `module`'s layer."""
+    best = max((prefix for prefix in LAYERS if module == prefix or module.startswith(prefix + ".")), key=len)
+    return LAYERS.index(best)
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{source} ({LAYERS[layer_of(source)]}) imports {target} ({LAYERS[layer_of(target)]})"
+                  for source, targets in graph.items() for target in targets
+                  if target not in CONFIG_MODULES and layer_of(target) > layer_of(source))
+
+
+def test_the_layering_finder_finds_an_upward_import():
+    graph = {"rewardbox.sandbox.runner": {"rewardbox.rewards.code", "rewardbox.images"},
+             "rewardbox.settings": {"rewardbox.rewards.server.config"}}
+    assert layering_violations(graph) == [
+        "rewardbox.sandbox.runner (rewardbox.sandbox) imports rewardbox.rewards.code (rewardbox.rewards)"]
+
+
+def test_each_layer_imports_only_those_below_it():
+    violations = layering_violations(import_graph(project_modules()))
+    assert not violations, "imports against the layering (README, Layout):\n" + "\n".join(violations)
+
+
+def test_the_package_root_imports_nothing_of_its_own_at_import_time():
+    """`import rewardbox` stays cheap and cycle-free: the public API loads on first use."""
+    tree = ast.parse((ROOT / "rewardbox" / "__init__.py").read_text())
+    eager = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+             and any(name.startswith("rewardbox") for name in _imports(node, "rewardbox", True))]
+    assert not eager, [ast.unparse(node) for node in eager]
