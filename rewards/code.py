@@ -82,7 +82,7 @@ class CodeReward(Reward):
         if needed := needed_modules(label):
             image = _sandbox_image(self.sandbox)
             held = IMAGE_MODULES.modules(*image) if image else None
-            if held is not None and (missing := set(needed) - held):
+            if image is not None and held is not None and (missing := set(needed) - held):
                 return _unusable(sample, missing_modules_error(missing, image[0], VARIANTS.get("scientific", ())),
                                  label.kind)
         code = label.program(sample.completion, sample.prompt)

@@ -71,7 +71,7 @@ class CompositeReward(Reward):
         pending = [len(futures)]
         lock = threading.Lock()
 
-        def on_done(_: Future) -> None:
+        def on_done(_: Future[RewardOutput]) -> None:
             with lock:
                 pending[0] -= 1
                 if pending[0]:
@@ -94,12 +94,15 @@ class CompositeReward(Reward):
             "components": components,
             "weights": {key: weight for key, _, weight in self.components},
         }
-        for (key, _, _), out in zip(self.components, outputs):
+        rewards: list[float] = []
+        scores: list[float] = []
+        for (key, _, weight), out in zip(self.components, outputs):
             if out.reward is None or out.score is None:
                 error = out.metadata.get("error") or "no reward"
                 return RewardOutput.unscorable(f"{key}: {error}", **metadata)
-        reward = sum(weight * out.reward for (_, _, weight), out in zip(self.components, outputs))
-        score = sum(weight * out.score for (_, _, weight), out in zip(self.components, outputs))
+            rewards.append(weight * out.reward)
+            scores.append(weight * out.score)
+        reward, score = sum(rewards), sum(scores)  # in component order, as before
         return RewardOutput(reward=reward, score=min(1.0, max(0.0, score)), metadata=metadata)
 
     def __repr__(self) -> str:

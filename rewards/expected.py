@@ -7,6 +7,7 @@ collected still counts in the denominator.
 
 import ast
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from pydantic import BaseModel, ConfigDict
 
@@ -80,7 +81,7 @@ def expected_tests(source: str) -> ExpectedTests:
     return ExpectedTests(counts=counts)
 
 
-def _is_test_function(node: ast.stmt) -> bool:
+def _is_test_function(node: ast.stmt) -> TypeGuard[ast.FunctionDef | ast.AsyncFunctionDef]:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
 
 
@@ -107,8 +108,10 @@ def _parametrize_sizes(decorators: list[ast.expr]) -> Iterator[int | None]:
             continue
         values = decorator.args[1] if len(decorator.args) > 1 else next(
             (k.value for k in decorator.keywords if k.arg == "argvalues"), None)
-        countable = isinstance(values, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in values.elts)
-        yield len(values.elts) if countable else None
+        if isinstance(values, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in values.elts):
+            yield len(values.elts)
+        else:
+            yield None
 
 
 def _name(node: ast.expr) -> str:

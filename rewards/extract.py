@@ -84,7 +84,7 @@ def strip_completion(completion: str, prompt: str | None = None, keep_think: boo
     code = _Code(text)
     messages = _messages(text, code)
     if not keep_think:
-        opened = bool(prompt) and prompt.rstrip().endswith(_OPEN_THINK)  # the template opened the reasoning
+        opened = prompt is not None and prompt.rstrip().endswith(_OPEN_THINK)  # the template opened the reasoning
         messages = [(_answer_start(text, start, end, code, opened and i == 0), end)
                     for i, (start, end) in enumerate(messages)]
     return "\n".join(text[start:end] for start, end in messages)
@@ -193,6 +193,12 @@ def _messages(text: str, code: _Code) -> list[tuple[int, int]]:
     return spans
 
 
+def _opens_thinking(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` begins with `<think>`, after any spaces."""
+    spaces = _SPACES.match(text, start, end)  # never None: `\s*` matches the empty string
+    return spaces is not None and text.startswith(_OPEN_THINK, spaces.end(), end)
+
+
 def _answer_start(text: str, start: int, end: int, code: _Code, opened: bool) -> int:
     """Where the answer of the message `start:end` begins: after its last
     `</think>` outside code; `end` (no answer) when its reasoning never closed;
@@ -202,7 +208,7 @@ def _answer_start(text: str, start: int, end: int, code: _Code, opened: bool) ->
         close = text.rfind(_CLOSE_THINK, start, close)  # rfind scans back from here on: linear in all
     if close >= 0:
         return close + len(_CLOSE_THINK)
-    if opened or text.startswith(_OPEN_THINK, _SPACES.match(text, start, end).end(), end):
+    if opened or _opens_thinking(text, start, end):
         # Reasoning that never closes outside code: either cut short, or a fence it
         # left open hid its end, which is then its first `</think>`.
         close = text.find(_CLOSE_THINK, start, end)

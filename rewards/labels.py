@@ -19,6 +19,7 @@ import re
 import sys
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -333,7 +334,7 @@ class MathLabel(BaseModel):
 
 CodeLabel = PytestLabel | AssertLabel | CheckLabel | StdioLabel | CallLabel
 Label = CodeLabel | MathLabel
-_KINDS: dict[str, type[BaseModel]] = {
+_KINDS: dict[str, type[Label]] = {
     "asserts": AssertLabel, "call": CallLabel, "check": CheckLabel, "math": MathLabel,
     "pytest": PytestLabel, "stdio": StdioLabel,
 }
@@ -442,7 +443,7 @@ def _read_label(raw: Any) -> Label:
         raise LabelError(f"bad {kind} label: {reasons}") from None
     if not isinstance(label, MathLabel) and label.expected.total == 0:
         raise LabelError(f"the {kind} label holds no tests")
-    return label  # type: ignore[return-value]
+    return label
 
 
 def _without_nulls(raw: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
@@ -509,7 +510,7 @@ def _from_open_r1(raw: dict[str, Any]) -> dict[str, Any]:
     types = {"stdin_stdout" if c.get("type") is None else c["type"] for c in cases}  # None: an Arrow struct's gap
     if types != {"stdin_stdout"}:
         raise LabelError(f"test case types {sorted(map(str, types))} are not supported (only stdin_stdout)")
-    options = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare") if k in raw}
+    options: dict[str, Any] = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare") if k in raw}
     return {"kind": "stdio", "inputs": [c.get("input") for c in cases], "outputs": [c.get("output") for c in cases],
             **options}
 
@@ -737,7 +738,7 @@ def _split_check(check: ast.FunctionDef, solution: frozenset[str], trusted: list
     return cases
 
 
-def _walk_same_scope(node: ast.AST):
+def _walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
     """ast.walk without descending into functions, classes or lambdas (a
     `return` in a helper defined inside check belongs to the helper)."""
     yield node
@@ -893,7 +894,7 @@ _MUTATORS = frozenset({"add", "append", "clear", "discard", "extend", "insert", 
                        "reverse", "send", "setdefault", "sort", "update", "write"})
 
 
-def _consumed(node: ast.AST):
+def _consumed(node: ast.AST) -> Iterator[ast.expr]:
     """The sub-expressions of `node` that are iterated where they stand (a
     call's arguments, what a loop or comprehension iterates): a lazy value
     there never reaches another statement."""

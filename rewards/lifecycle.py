@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 # In-flight requests that need no container (math) get this long to finish
 # after a stop; requests waiting on the sandbox are answered at once.
-STOP_GRACE_S = 5.0
+STOP_GRACE_S = 5  # whole seconds: uvicorn's timeout_graceful_shutdown is an int
 
 
 class Stopped(SandboxError):
@@ -66,7 +66,7 @@ class StoppableEngine(DockerEngine):
         self._refuse_if_stopped()
         super().start(container_id)
 
-    def wait(self, container_id: str, timeout_s: float) -> tuple[dict, bool]:
+    def wait(self, container_id: str, timeout_s: float) -> tuple[dict[str, Any], bool]:
         self._refuse_if_stopped()
         return super().wait(container_id, timeout_s)
 
@@ -102,7 +102,7 @@ class StoppableSandbox(LazySandbox):
     def __init__(self, **options: Any):
         super().__init__(**options)
         self._engine: StoppableEngine | None = None
-        self._runs: dict[Future, Future] = {}  # ours -> the sandbox's, until answered
+        self._runs: dict[Future[RunResult], Future[RunResult]] = {}  # ours -> the sandbox's, until answered
         self._runs_lock = threading.Lock()
         self._stopped = False
 
@@ -197,7 +197,7 @@ def _quiet_while_stopping() -> Iterator[None]:
             logger.removeFilter(not_of_the_stop)
 
 
-def _fail(future: Future, exc: BaseException) -> None:
+def _fail(future: Future[RunResult], exc: BaseException) -> None:
     with suppress(InvalidStateError):  # the caller cancelled it
         future.set_exception(exc)
 

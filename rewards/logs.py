@@ -64,7 +64,8 @@ def find(metadata: Mapping[str, Any], key: str) -> Any:
 
 def verdict_of(metadata: Mapping[str, Any]) -> str | None:
     verdict = find(metadata, "verdict")
-    return getattr(verdict, "value", verdict)  # a Verdict is a str enum; str() would give "Verdict.PASSED"
+    value = getattr(verdict, "value", verdict)  # a Verdict is a str enum; str() would give "Verdict.PASSED"
+    return value if isinstance(value, str) else None
 
 
 def trainer_numbers(output: RewardOutput, where: str) -> tuple[float, float]:

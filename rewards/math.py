@@ -50,7 +50,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from pebble import ProcessExpired, ProcessFuture, ProcessPool
+from pebble import ProcessExpired, ProcessPool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewardbox.rewards.base import Reward, RewardOutput, Sample, done
@@ -236,7 +236,7 @@ def _reading(text: str, match_types: tuple[str, ...]) -> list[Any]:
     targets = [LatexExtractionConfig() if kind == "latex" else ExprExtractionConfig() for kind in match_types]
     fallback: list[Any] = []
     for form in forms:
-        parsed = parse(form, extraction_config=targets, parsing_timeout=None)
+        parsed: list[Any] = parse(form, extraction_config=targets, parsing_timeout=None)
         if any(not isinstance(item, str) for item in parsed):
             return parsed
         fallback = fallback or parsed
@@ -312,7 +312,7 @@ class MathReward(Reward):
         self.config = config or MathConfig()
         self._lock = threading.Lock()
         self._pool: ProcessPool | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[ProcessPool], MathReward] | None = None
         self._closed = False
 
     def submit(self, sample: Sample) -> "Future[RewardOutput]":
@@ -338,7 +338,7 @@ class MathReward(Reward):
             if self._finalizer is not None:
                 self._finalizer.detach()
         if pool is not None:
-            pool.close()
+            pool.close()  # type: ignore[no-untyped-call]  # pebble leaves close() unannotated
             pool.join()
 
     def __enter__(self) -> "MathReward":
@@ -362,7 +362,7 @@ class MathReward(Reward):
             return self._schedule(job)
         running.add_done_callback(lambda finished: self._finished(job, pool, finished))
 
-    def _finished(self, job: _Job, pool: ProcessPool, finished: ProcessFuture) -> None:
+    def _finished(self, job: _Job, pool: ProcessPool, finished: Future[tuple[bool | None, str | None]]) -> None:
         try:
             try:
                 passed, shown = finished.result()
@@ -430,5 +430,5 @@ class MathReward(Reward):
 
 
 def _stop(pool: ProcessPool) -> None:
-    pool.stop()
+    pool.stop()  # type: ignore[no-untyped-call]  # pebble leaves stop() unannotated
     pool.join()

@@ -42,8 +42,9 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import PurePosixPath
 
-from rewardbox.rewards.labels import SOLUTION_FILE, TEST_FILE, AssertLabel, CheckLabel, CodeLabel, PytestLabel
+from rewardbox.rewards.labels import TEST_FILE, AssertLabel, CheckLabel, CodeLabel, PytestLabel
 from rewardbox.rewards.syntax import parse
+from rewardbox.sandbox.protocol import SOLUTION_FILE
 
 __all__ = ["DISTRIBUTIONS", "distribution", "harness_modules", "imported_modules", "missing_modules_error",
            "needed_modules"]
@@ -88,6 +89,10 @@ def imported_modules(source: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# `try` and, from Python 3.11, `try`/`except*` (the same fields).
+_TRY_NODES: tuple[type[ast.Try], ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))
+
+
 def _visit(node: ast.AST, guarded: bool, found: set[str]) -> None:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         guarded = False  # its body runs when called, outside the try that defined it
@@ -98,14 +103,14 @@ def _visit(node: ast.AST, guarded: bool, found: set[str]) -> None:
     elif isinstance(node, ast.Call) and not guarded and (name := _imported_by_call(node)):
         found.add(name)
     elif isinstance(node, ast.If) and _is_type_checking(node.test):
-        for child in node.orelse:
-            _visit(child, guarded, found)
+        for statement in node.orelse:
+            _visit(statement, guarded, found)
         return
-    elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-        for child in node.body:
-            _visit(child, guarded or _guards(node.handlers), found)
-        for child in [*node.handlers, *node.orelse, *node.finalbody]:
-            _visit(child, guarded, found)
+    elif isinstance(node, _TRY_NODES):
+        for statement in node.body:
+            _visit(statement, guarded or _guards(node.handlers), found)
+        for after in [*node.handlers, *node.orelse, *node.finalbody]:
+            _visit(after, guarded, found)
         return
     for child in ast.iter_child_nodes(node):
         _visit(child, guarded, found)

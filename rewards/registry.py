@@ -67,7 +67,7 @@ class FunctionReward(Reward):
 
     def __init__(self, func: Callable[..., Any], name: str | None = None):
         self.func = func
-        self.name = name or getattr(func, "__name__", type(func).__name__)
+        self.name = name or str(getattr(func, "__name__", type(func).__name__))
         self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))  # noqa: B004 (the method, not callability)
         self._keywords, self._required, self._takes_all = _keywords(func)
         self._lock = threading.Lock()

@@ -7,6 +7,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any
 
@@ -69,6 +70,7 @@ def deeper_than(value: Any, max_depth: int) -> bool:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, (list, tuple)):
