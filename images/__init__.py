@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -30,9 +31,12 @@ from pydantic import BaseModel, ConfigDict
 from rewardbox import __version__
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
-
     import docker
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # where Traversable lived before 3.11 (mypy checks as 3.10)
+        from importlib.abc import Traversable
 
 __all__ = [
     "HARNESS_LABEL",
@@ -197,12 +201,13 @@ def image_manifest(image: str, api: docker.APIClient | None = None) -> ImageMani
     such image. No container is started."""
     import docker  # only here: the rest of this module is pure
 
-    own = docker.from_env(timeout=30).api if api is None else None
+    engine = docker.from_env(timeout=30).api if api is None else api
     try:
-        config = (api or own).inspect_image(image).get("Config") or {}
+        # docker's stubs leave inspect_image unannotated: a dict of the engine's JSON
+        config = engine.inspect_image(image).get("Config") or {}  # type: ignore[no-untyped-call]
     except docker.errors.ImageNotFound:
         return None
     finally:
-        if own is not None:
-            own.close()
+        if api is None:  # ours to close
+            engine.close()
     return manifest_from_labels(image, config.get("Labels"))

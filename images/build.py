@@ -28,9 +28,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -163,7 +163,7 @@ def host_debian_mirror(apt: Path = Path("/etc/apt")) -> str:
 
 # -- the base image -------------------------------------------------------------------
 
-def _client(timeout_s: float = 60) -> docker.APIClient:
+def _client(timeout_s: int = 60) -> docker.APIClient:
     import docker
 
     try:
@@ -178,7 +178,7 @@ def _present(api: docker.APIClient, image: str) -> bool:
     import docker
 
     try:
-        api.inspect_image(image)
+        api.inspect_image(image)  # type: ignore[no-untyped-call]  # docker's stubs leave inspect_image unannotated
         return True
     except docker.errors.ImageNotFound:
         return False
@@ -377,7 +377,7 @@ def build_image(variant: str = "python", packages: Sequence[str] = (), requireme
         try:
             stream = api.build(path=str(stage), tag=tag, rm=True, forcerm=True, network_mode="none",
                                buildargs={"BASE": base}, labels=labels, decode=True)
-            output = []
+            output: list[str] = []
             for chunk in stream:
                 if "error" in chunk:
                     raise ImageBuildError(f"the image build failed: {chunk['error'].strip()}\n"
@@ -448,7 +448,13 @@ def push_image(tag: str, repository: str, api: docker.APIClient) -> str:
     return f"{repository}:{target_tag}"
 
 
-def save_image(tag: str, output: IO[bytes], api: docker.APIClient) -> None:
+class _BytesSink(Protocol):
+    """Where an image tarball is written: an open binary file or a gzip stream (not an IO[bytes] to the checker)."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+
+def save_image(tag: str, output: _BytesSink, api: docker.APIClient) -> None:
     for chunk in api.get_image(_existing(api, tag)):
         output.write(chunk)
 
@@ -528,7 +534,7 @@ def _base(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guarded(handler):
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
@@ -538,7 +544,7 @@ def _guarded(handler):
     return run
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`rewardbox image ...`, on the CLI's subcommands."""
     image = commands.add_parser(
         "image", help="build, push, save or list the sandbox image",

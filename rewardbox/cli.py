@@ -12,7 +12,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from typing import IO, Any
@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    run: Callable[[argparse.Namespace], int] = args.run  # the subcommand's, set by set_defaults
     try:
-        return args.run(args)
+        return run(args)
     except (SandboxError, SettingsError, UnknownRewardError, UsageError) as exc:
         print(f"rewardbox: {exc}", file=sys.stderr)
         return 2
@@ -222,7 +223,8 @@ class _Interrupt:
         os.write(2, b"rewardbox: interrupted: writing what is done, stopping the rest (Ctrl-C again to quit now)\n")
 
 
-def _submit_all(reward: Reward, samples: list[Sample | Future], stop: threading.Event) -> list[Future | None]:
+def _submit_all(reward: Reward, samples: list[Sample | Future[RewardOutput]],
+                stop: threading.Event) -> list[Future[RewardOutput] | None]:
     """Each sample's future; None for those not submitted before a stop."""
     return [None if stop.is_set() else s if isinstance(s, Future) else _submit(reward, s) for s in samples]
 
@@ -238,13 +240,13 @@ def _submit(reward: Reward, sample: Sample) -> "Future[RewardOutput]":
         return _failed(exc)
 
 
-def _failed(exc: Exception) -> Future:
+def _failed(exc: Exception) -> Future[RewardOutput]:
     future: Future[RewardOutput] = Future()
     future.set_exception(exc)
     return future
 
 
-def _write_answers(samples: list[Sample | Future], futures: list[Future | None], sink: IO[str],
+def _write_answers(samples: list[Sample | Future[RewardOutput]], futures: list[Future[RewardOutput] | None], sink: IO[str],
                    stop: threading.Event) -> list[RewardOutput]:
     """One line per sample, in order, as each is answered; after a stop,
     those not yet answered are written as interrupted."""
@@ -303,7 +305,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(not check.ok for check in checks) else 0
 
 
-def _sample(line: bytes | str, number: int) -> Sample | Future:
+def _sample(line: bytes | str, number: int) -> Sample | Future[RewardOutput]:
     """A sample, or for a line we cannot read, an answered error (nothing is dropped)."""
     try:
         text = line if isinstance(line, str) else line.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -329,7 +331,7 @@ def _last_assistant(messages: list[Any]) -> Any:
     return messages  # left for validation to refuse
 
 
-def _answered(line: bytes | str, error: str) -> Future:
+def _answered(line: bytes | str, error: str) -> Future[RewardOutput]:
     done: Future[RewardOutput] = Future()
     done.set_result(RewardOutput.unscorable(error, verdict=None))
     done.sample_id = _guess_id(line)  # type: ignore[attr-defined]
@@ -345,7 +347,7 @@ def _guess_id(line: bytes | str) -> object:
     return data.get("id") if isinstance(data, dict) else None
 
 
-def _record(sample: Sample | Future, out: RewardOutput) -> dict:
+def _record(sample: Sample | Future[RewardOutput], out: RewardOutput) -> dict[str, Any]:
     """One result line: the id, the numbers, then the reward's metadata
     (messages cut to 500 characters, tests to their outcomes)."""
     sample_id = sample.id if isinstance(sample, Sample) else getattr(sample, "sample_id", None)
@@ -422,7 +424,7 @@ def _open_output(path: str) -> IO[str]:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _line(sample: Sample | Future, out: RewardOutput) -> str:
+def _line(sample: Sample | Future[RewardOutput], out: RewardOutput) -> str:
     """The result line; a result that is not JSON data (a reward's own
     metadata) becomes an error line for that sample."""
     try:

@@ -9,6 +9,7 @@ run under the default limits, through the `Sandbox`; Ray, if configured.
 """
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -183,8 +184,8 @@ def check_ray(address: str) -> Check:
     joined = not ray.is_initialized()
     try:
         if joined:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
-        nodes = ray.cluster_resources().get(RESOURCE, 0)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False)
+        nodes = ray.cluster_resources().get(RESOURCE, 0)  # type: ignore[no-untyped-call]  # unannotated in ray
     except (ConnectionError, ValueError, RuntimeError) as exc:
         return Check(name="ray", ok=False, detail=f"cannot join the Ray cluster at {address}: {exc}"[:500],
                      fix=f"start the cluster (`ray start --head`) or correct {env_var('ray')}")

@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -43,12 +43,15 @@ from rewardbox.sandbox.pool import DEFAULT_REUSE
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+    # mypy checks as 3.10 (this branch) in a 3.11 venv, where tomli (a 3.10-only dependency) is not installed
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 if TYPE_CHECKING:
     from rewardbox.rewards.base import Reward
+    from rewardbox.rewards.registry import Registry
     from rewardbox.rewards.server.config import ServerSettings
     from rewardbox.sandbox import LazySandbox
+    from rewardbox.sandbox.backend import SandboxBackend
 
 __all__ = [
     "CONFIG_VAR",
@@ -218,8 +221,9 @@ class Settings(BaseSettings):
     def limits(self) -> Limits:
         """The limits of a run. An unset `timeout_s` stays unset, so that the
         deadline grows with each sample's tests (`Limits.for_tests`)."""
-        given = {"timeout_s": self.timeout_s} if self.timeout_s is not None else {}
-        return Limits(memory_mb=self.memory_mb, **given)
+        if self.timeout_s is None:
+            return Limits(memory_mb=self.memory_mb)
+        return Limits(memory_mb=self.memory_mb, timeout_s=self.timeout_s)
 
     @property
     def policy(self) -> GradingPolicy:
@@ -265,12 +269,12 @@ def _config_path(config: str | os.PathLike[str] | None, environ: Mapping[str, st
     return environ.get(CONFIG_VAR, "").strip() or None
 
 
-def _file_layer(path: str | None) -> tuple[dict[str, Any], str | None]:
+def _file_layer(path: str | None) -> tuple[dict[str, Any], str]:
     """The keys of the TOML file at `path` (none without a path), and the
-    file's source name. A missing or broken file, or a key we do not know, is
+    file's source name (empty without a path: no key ever comes from it). A missing or broken file, or a key we do not know, is
     a `SettingsError`: a typo must not leave a setting silently at its default."""
     if path is None:
-        return {}, None
+        return {}, ""
     source = f"file {path}"
     try:
         with open(path, "rb") as file:
@@ -309,8 +313,10 @@ def load_settings(flags: Mapping[str, Any] | None = None, config: str | os.PathL
     env_values = _env_layer(env)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for layer, source_of in ((file_values, lambda key: file_source), (env_values, lambda key: f"env {env_var(key)}"),
-                             (given, lambda key: f"flag {_flag(key)}")):
+    layers: list[tuple[Mapping[str, Any], Callable[[str], str]]] = [
+        (file_values, lambda key: file_source), (env_values, lambda key: f"env {env_var(key)}"),
+        (given, lambda key: f"flag {_flag(key)}")]
+    for layer, source_of in layers:
         for key, value in layer.items():
             values[key], sources[key] = value, source_of(key)
     layered = _LAYERED.set(True)
@@ -372,8 +378,21 @@ def sandbox_config(settings: Settings, default_workers: int | None = None) -> Sa
     return SandboxConfig(**sandbox_options(settings, default_workers))
 
 
-def build_sandbox(settings: Settings, factory: Callable[..., Any] | None = None,
-                  default_workers: int | None = None) -> LazySandbox:
+# What build_sandbox makes: a LazySandbox, a subclass of it, or what make_sandbox starts.
+_Backend = TypeVar("_Backend", bound="SandboxBackend")
+
+
+@overload
+def build_sandbox(settings: Settings, factory: None = None, default_workers: int | None = None) -> LazySandbox: ...
+
+
+@overload
+def build_sandbox(settings: Settings, factory: Callable[..., _Backend],
+                  default_workers: int | None = None) -> _Backend: ...
+
+
+def build_sandbox(settings: Settings, factory: Callable[..., SandboxBackend] | None = None,
+                  default_workers: int | None = None) -> SandboxBackend:
     """The sandbox of these settings, made by `factory(config=sandbox_config(...))`
     (default: a `LazySandbox`, started on first use; the command line passes
     its stoppable one, `make_sandbox` starts it now)."""
@@ -409,7 +428,7 @@ def reward_spec(settings: Settings) -> str:
     return ",".join(f"{name}={round(weight, 12):g}" for name, weight in mixed.items())
 
 
-def build_reward(settings: Settings, sandbox: Any = None, registry: Any = None) -> Reward:
+def build_reward(settings: Settings, sandbox: SandboxBackend | None = None, registry: Registry | None = None) -> Reward:
     """The reward of these settings (`reward_spec`) from `registry` (default:
     one configured with `sandbox`, the settings' policy and limits). An
     unknown name raises `UnknownRewardError`; unusable weights a `SettingsError`."""

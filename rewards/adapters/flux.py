@@ -126,12 +126,12 @@ class FluxReward:
     def compute_rewards(self, trajectories: Sequence[Any]) -> RewardBatch:
         """A batch scored in parallel; raw rewards, like flux's own."""
         outputs = [self._flux_output(o) for o in self._reward().score_many([self.sample(t) for t in trajectories])]
-        return RewardBatch(rewards=[o.reward for o in outputs], token_rewards=[o.token_rewards for o in outputs],
+        return RewardBatch(rewards=[_raw(o) for o in outputs], token_rewards=[o.token_rewards for o in outputs],
                            metadata={"samples": [o.metadata for o in outputs]})
 
     def __call__(self, trajectory: Any) -> RewardOutput:
         output = self.compute_reward(trajectory)
-        return output.model_copy(update={"reward": self.scaled(output.reward)})
+        return output.model_copy(update={"reward": self.scaled(_raw(output))})
 
     def scaled(self, reward: float) -> float:
         """flux's order: scale first, then clip to [-clip, clip]."""
@@ -158,3 +158,9 @@ class FluxReward:
 
     def __repr__(self) -> str:
         return f"FluxReward({self.reward!r}, name={self.name!r}, scale={self.scale}, clip={self.clip})"
+
+
+def _raw(output: RewardOutput) -> float:
+    """The reward of an output `_flux_output` made: never None there (an unscorable sample is 0.0)."""
+    assert output.reward is not None
+    return output.reward

@@ -186,13 +186,14 @@ class Scores(torch.Tensor):
     ([0.0], True, 'Tensor')
     """
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # torch's own way to turn its function dispatch off; its stub types it as a different callable
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     def __bool__(self) -> bool:
         return self.numel() > 0
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        return self.as_subclass(torch.Tensor).__reduce_ex__(protocol)
+        return self.as_subclass(torch.Tensor).__reduce_ex__(protocol)  # type: ignore[no-untyped-call]  # unannotated in torch
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Scores":
         return torch.Tensor.clone(self).as_subclass(Scores)

@@ -177,7 +177,7 @@ def grpo_advantage(rewards: Sequence[float], num_generations: int,
         return [(r - mean) / (std + 1e-8) if scale == "batch" else r - mean for r in rewards]
     groups = [rewards[i:i + num_generations] for i in range(0, len(rewards), num_generations)]
     batch_std = _std(rewards)
-    advantages = []
+    advantages: list[float] = []
     for group in groups:
         mean = sum(group) / len(group)
         divisor = {"group": _std(group) + 1e-8, "batch": batch_std + 1e-8}.get(scale, 1.0)

@@ -76,7 +76,8 @@ class VerlReward:
     def compute_score_float(self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
                             **kwargs: Any) -> float:
         """The reward alone, for managers that need a number (`prime`)."""
-        return self.compute_score(data_source, solution_str, ground_truth, extra_info)["score"]
+        score: float = self.compute_score(data_source, solution_str, ground_truth, extra_info)["score"]
+        return score
 
     def compute_score_batch(self, data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                             extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:

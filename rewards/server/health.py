@@ -60,6 +60,7 @@ async def check(service: Service, timeout_s: float = PROBE_TIMEOUT_S) -> Health:
     stats = sandbox.stats()
     pool = PoolHealth(max_containers=sandbox.max_containers, running=stats.containers_running,
                       waiting_samples=service.waiting, max_waiting_samples=service.settings.max_waiting_samples)
+    status: Literal["ok", "degraded", "down"]
     if not (probe.reachable and probe.image_present):
         status = "down"
     elif pool.waiting_samples >= pool.max_waiting_samples:

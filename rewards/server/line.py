@@ -31,7 +31,9 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+_T = TypeVar("_T")
 
 
 class Busy(Exception):
@@ -52,7 +54,7 @@ class _Work:
         self.future = future
         self.waiters = 0
         self.started = False  # admitted to the sandbox: runs to the end whoever waits
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.expiry: asyncio.TimerHandle | None = None
 
 
@@ -108,7 +110,7 @@ class Line:
                 self.waiting += samples
                 turn.set_result(None)
 
-    async def wait(self, key: Hashable, samples: int, run: Callable[[], Awaitable[Any]], hold_s: float) -> Any:
+    async def wait(self, key: Hashable, samples: int, run: Callable[[], Awaitable[_T]], hold_s: float) -> _T:
         """What `run()` returns for this content, run once however many
         requests (and retries) wait for it; `Held` after `hold_s`, the work
         kept in line; `Busy` when the line is full. An exception of `run`
@@ -135,7 +137,8 @@ class Line:
                 work.expiry = asyncio.get_running_loop().call_later(self.keep_s, self._expire, work)
         if not work.future.done():
             raise Held()
-        return work.future.result()
+        # Work is keyed by its content: the work under this key was made by a `run` of the caller's kind.
+        return cast(_T, work.future.result())
 
     async def _run(self, work: _Work, run: Callable[[], Awaitable[Any]]) -> None:
         try:

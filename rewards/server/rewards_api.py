@@ -136,7 +136,8 @@ def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
     return SampleResult(id=plain(sample.id), reward=out.reward, score=out.score, tests=tests, metadata=metadata, **fields)
 
 
-_FIELDS = {"verdict": str, "error": str, "passed": int, "total": int, "duration_s": (int, float)}
+_FIELDS: dict[str, type | tuple[type, ...]] = {"verdict": str, "error": str, "passed": int, "total": int,
+                                               "duration_s": (int, float)}
 
 
 def _test_list(value: Any) -> bool:

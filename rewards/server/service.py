@@ -66,4 +66,5 @@ class Service:
 
 
 def request_service(request: Request) -> Service:
-    return request.app.state.service
+    service: Service = request.app.state.service  # set by create_app
+    return service
