@@ -1,7 +1,8 @@
 """Adapters: any rewardbox `Reward` behind a trainer's own reward interface.
 
 One module per trainer (`openrlhf`, `trl`, `verl`, `flux`, `agentfly`,
-`twinkle`), each matching that trainer's calling convention duck-typed: no
+`twinkle`; OpenRLHF's jobs in `openrlhf_settings`, `openrlhf_scoring` and
+`openrlhf_agent` beside it), each matching that trainer's calling convention duck-typed: no
 trainer is a dependency. The names below load their module on first use, so
 importing this package pulls in no trainer and no torch (only the OpenRLHF
 adapter needs it).

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from rewardbox.adapters import openrlhf as adapter
+from rewardbox.adapters import openrlhf_scoring as scoring
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.sandbox import DEFAULT_IMAGE, EngineUnavailable, SandboxError
 
@@ -106,7 +107,7 @@ def fake(clean_env):
         builds.append(settings)
         return reward
 
-    clean_env.setattr(adapter, "build_reward", build)
+    clean_env.setattr(scoring, "build_reward", build)
     reward.builds = builds
     return reward
 
@@ -215,7 +216,7 @@ def test_a_failed_start_is_not_kept_the_next_call_builds_again(clean_env):
             raise EngineUnavailable("the engine is still starting")
         return reward
 
-    clean_env.setattr(adapter, "build_reward", build)
+    clean_env.setattr(scoring, "build_reward", build)
     with pytest.raises(SandboxError):
         adapter.reward_func(["PASS"], [""], [LABEL])
     assert adapter.reward_func(["PASS"], [""], [LABEL])["rewards"].tolist() == [1.0]
@@ -226,9 +227,21 @@ def test_a_forked_child_builds_its_own_reward(reward_file, fake, monkeypatch):
     reward_file.reward_func(["PASS"], [""], [LABEL])
     reward_file.reward_func(["PASS"], [""], [LABEL])
     assert len(fake.builds) == 1
-    monkeypatch.setattr(adapter.os, "getpid", lambda: -1)  # what a fork of this process would see
+    monkeypatch.setattr(scoring.os, "getpid", lambda: -1)  # what a fork of this process would see
     reward_file.reward_func(["PASS"], [""], [LABEL])
     assert len(fake.builds) == 2
+
+
+def test_the_adapter_module_itself_works_as_the_reward_file(fake):
+    # The docs offer the installed module's own path to --remote_rm_url: loaded by
+    # path under another name, its reward_func scores with the process's reward,
+    # its jobs imported from the modules beside it by their absolute names.
+    module = _load(Path(adapter.__file__), "reward_func")
+    result = module.reward_func(["PASS", "HALF"], ["", ""], [LABEL, LABEL])
+    _check_shapes(result, 2)
+    assert result["rewards"].tolist() == [1.0, 0.5]
+    module.reward_func(["PASS"], [""], [LABEL])
+    assert len(fake.builds) == 1  # one reward for the process, however the file was loaded
 
 
 def test_no_samples_give_empty_tensors_and_start_nothing(reward_file, fake):
