@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rewardbox.sandbox.engine import DockerEngine
 from rewardbox.sandbox.models import Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE, PooledSandbox
-from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox
+from rewardbox.sandbox.runner import DEFAULT_IMAGE, DEFAULT_MAX_CONTAINERS, DEFAULT_RETRY_S, Sandbox
 
 Mode = Literal["pooled", "fresh", "cold"]
 MODES: tuple[str, ...] = get_args(Mode)  # the one list of the modes; the settings' field is typed `Mode`
@@ -57,13 +57,10 @@ def check_mode(mode: str) -> None:
 
 def make_local_sandbox(config: SandboxConfig, engine: DockerEngine | None = None, sweep: bool = True) -> Sandbox:
     """The sandbox of `config` on this machine's engine (its `ray` is not looked at)."""
-    options: dict = {"image": config.image, "runtime": config.runtime, "engine": engine, "sweep": sweep}
-    if config.max_containers is not None:
-        options["max_containers"] = config.max_containers
-    if config.retry_s is not None:
-        options["retry_s"] = config.retry_s
-    if config.mode == "pooled":
-        return PooledSandbox(reuse=config.reuse or DEFAULT_REUSE, limits=config.limits, **options)
-    if config.mode == "fresh":
-        return PooledSandbox(reuse=1, limits=config.limits, **options)
-    return Sandbox(**options)
+    max_containers = config.max_containers if config.max_containers is not None else DEFAULT_MAX_CONTAINERS
+    retry_s = config.retry_s if config.retry_s is not None else DEFAULT_RETRY_S
+    if config.mode in ("pooled", "fresh"):
+        reuse = (config.reuse or DEFAULT_REUSE) if config.mode == "pooled" else 1
+        return PooledSandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s,
+                             sweep=sweep, reuse=reuse, limits=config.limits)
+    return Sandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s, sweep=sweep)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
@@ -152,15 +152,16 @@ def probe_engine(image: str, base_url: str | None = None, timeout_s: float = 2.0
     at most about three times `timeout_s`."""
     try:
         if base_url:
-            api = docker.APIClient(base_url=base_url, version="auto", timeout=timeout_s)
+            # docker's stubs say int; requests, which gets it, takes a float.
+            api = docker.APIClient(base_url=base_url, version="auto", timeout=timeout_s)  # type: ignore[arg-type]
         else:
-            api = docker.from_env(timeout=timeout_s).api
+            api = docker.from_env(timeout=timeout_s).api  # type: ignore[arg-type]  # as above
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         return EngineProbe(reachable=False, error=f"{exc}"[:500])
     try:
         version = api.version(api_version=False).get("Version")
         try:
-            api.inspect_image(image)
+            api.inspect_image(image)  # type: ignore[no-untyped-call]  # unannotated in docker's stubs
             present = True
         except docker.errors.ImageNotFound:
             present = False
@@ -187,7 +188,7 @@ class ContainerEnd(BaseModel):
         return any(at >= t for at in self.oom_at)
 
 
-def container_end(events: list[dict]) -> ContainerEnd:
+def container_end(events: list[dict[str, Any]]) -> ContainerEnd:
     """A container's end from its events (as `APIClient.events(decode=True)` yields them).
 
     >>> end = container_end([{"Action": "oom", "timeNano": 1200000000}, {"Action": "die", "timeNano": 1500000000,
@@ -197,19 +198,20 @@ def container_end(events: list[dict]) -> ContainerEnd:
     >>> end.oom_since(1.0), end.oom_since(1.3)
     (True, False)
     """
-    end: dict = {"oom_at": []}
+    end = ContainerEnd()
+    oom_at: list[float] = []
     for event in events:
         action = event.get("Action") or event.get("status")
         at = int(event.get("timeNano") or 0) / 1e9 or float(event.get("time") or "inf")
         if action == "die":
-            code = ((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
-            end["exit_code"] = int(code) if str(code).lstrip("-").isdigit() else None
-            end["finished_at"] = at
+            code = str(((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode"))
+            end = end.model_copy(update={"exit_code": int(code) if code.lstrip("-").isdigit() else None,
+                                         "finished_at": at})
         elif action == "oom":
-            end["oom_at"].append(at)
+            oom_at.append(at)
         elif action in ("kill", "stop"):
-            end["stopped_from_outside"] = True
-    return ContainerEnd(**{**end, "oom_at": tuple(end["oom_at"])})
+            end = end.model_copy(update={"stopped_from_outside": True})
+    return end.model_copy(update={"oom_at": tuple(oom_at)})
 
 
 class DockerEngine:
@@ -269,7 +271,7 @@ class DockerEngine:
 
     def require_image(self, image: str) -> None:
         try:
-            self._retry(lambda: self._api.inspect_image(image))
+            self._retry(lambda: self._api.inspect_image(image))  # type: ignore[no-untyped-call]  # as in probe_engine
         except docker.errors.ImageNotFound:
             raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: {build_hint(image)}") from None
 
@@ -327,7 +329,9 @@ class DockerEngine:
         labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
 
         config = self._api.create_container_config(
-            image, command, user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir=WORK_DIR,
+            image,
+            command,  # type: ignore[arg-type]  # the stubs want one; None (the image's own) is docker's default
+            user=SANDBOX_USER, stdin_open=True, network_disabled=True, working_dir=WORK_DIR,
             hostname="sandbox", environment={}, labels=labels, host_config=host_config,
         )
         # Stdin closes when our one attached connection does: the single-use harness
@@ -336,10 +340,12 @@ class DockerEngine:
 
         def create() -> str:
             try:
-                return self._api.create_container_from_config(config, name=name)["Id"]
+                # Unannotated in docker's stubs.
+                made = self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
+                return str(made["Id"])
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:  # our earlier attempt got through
-                    return self._api.inspect_container(name)["Id"]
+                    return str(self._api.inspect_container(name)["Id"])
                 if isinstance(exc, docker.errors.ImageNotFound):
                     raise ImageMissing(f"the sandbox image {image} is not on the Docker engine: "
                                        f"{build_hint(image)}") from None
@@ -355,7 +361,8 @@ class DockerEngine:
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         with _lost_if_gone(container_id):
             sock = self._api.attach_socket(container_id, params=params)
-        return getattr(sock, "_sock", sock)
+        raw: socket.socket = getattr(sock, "_sock", sock)  # docker-py's SocketIO wraps it
+        return raw
 
     def start(self, container_id: str) -> None:
         with _lost_if_gone(container_id):
@@ -368,14 +375,14 @@ class DockerEngine:
             if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
                 raise
 
-    def wait(self, container_id: str, timeout_s: float) -> tuple[dict, bool]:
+    def wait(self, container_id: str, timeout_s: float) -> tuple[dict[str, Any], bool]:
         """The container's final state (ExitCode, OOMKilled) once it has
         stopped, and whether we had to kill it here. A lost connection to the
         engine raises (the container's end is then unknown)."""
         killed = False
         with _lost_if_gone(container_id):
             try:
-                self._api.wait(container_id, timeout=timeout_s)
+                self._api.wait(container_id, timeout=timeout_s)  # type: ignore[arg-type]  # int in the stubs; a float works
             except requests.exceptions.ReadTimeout:
                 self.kill(container_id)
                 killed = True
@@ -388,16 +395,18 @@ class DockerEngine:
         them counts as from outside: ask only about containers we did not kill."""
         killed = False
         try:
-            self._api.wait(container_id, timeout=timeout_s, condition="removed")
+            self._api.wait(container_id, timeout=timeout_s, condition="removed")  # type: ignore[arg-type]  # as in wait
         except docker.errors.NotFound:
             pass  # removed already
         except requests.exceptions.ReadTimeout:
             self.kill(container_id)
             killed = True
             with suppress(docker.errors.NotFound, requests.exceptions.ReadTimeout):
-                self._api.wait(container_id, timeout=timeout_s, condition="removed")
+                self._api.wait(container_id, timeout=timeout_s, condition="removed")  # type: ignore[arg-type]
         # Nine decimals: the engine reads the fraction as nanoseconds.
-        events = self._retry(lambda: list(self._api.events(
+        # The stubs take no string for since/until; the engine does, and only a
+        # string carries the nanoseconds.
+        events = self._retry(lambda: list(self._api.events(  # type: ignore[call-overload]
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
             filters={"container": container_id, "event": ["die", "oom", "kill", "stop"]})))
         return container_end(events), killed
@@ -407,7 +416,9 @@ class DockerEngine:
         code inside cannot make the engine record that. Asked only about
         containers we did not kill ourselves."""
         # Nine decimals: the engine reads the fraction as nanoseconds.
-        events = self._retry(lambda: list(self._api.events(
+        # The stubs take no string for since/until; the engine does, and only a
+        # string carries the nanoseconds.
+        events = self._retry(lambda: list(self._api.events(  # type: ignore[call-overload]
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
             filters={"container": container_id, "event": ["kill", "stop", "destroy"]})))
         return bool(events)

@@ -119,7 +119,7 @@ class LazySandbox:
     def __enter__(self) -> "LazySandbox":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rewardbox.sandbox.engine import DockerEngine
 from rewardbox.sandbox.errors import ContainerLost, HarnessError, SandboxError
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
 from rewardbox.sandbox.protocol import (
@@ -41,7 +42,15 @@ from rewardbox.sandbox.protocol import (
     new_nonce,
     parse_report,
 )
-from rewardbox.sandbox.runner import FRAME_HEADER, REPORT_MARGIN_BYTES, Sandbox, SandboxStats
+from rewardbox.sandbox.runner import (
+    DEFAULT_IMAGE,
+    DEFAULT_MAX_CONTAINERS,
+    DEFAULT_RETRY_S,
+    FRAME_HEADER,
+    REPORT_MARGIN_BYTES,
+    Sandbox,
+    SandboxStats,
+)
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -111,9 +120,11 @@ class PooledSandbox(Sandbox):
     waiting warm.
     """
 
-    def __init__(self, *args, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
-                 limits: Limits | None = None, warm: int | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
+                 engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
+                 sweep: bool = True, *, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
+                 limits: Limits | None = None, warm: int | None = None):
+        super().__init__(image, max_containers, engine, runtime, retry_s, sweep)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")
         self.reuse = reuse
@@ -329,7 +340,7 @@ class PooledSandbox(Sandbox):
                 raise ContainerLost(f"pooled container {container.id[:12]} could not start the run: {report.message}")
             if report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
                 raise HarnessError(f"the sandbox harness failed: {report.message}")
-            return judge(report, self._facts(started, oom_killed=report.oom_killed))
+            return judge(report, ContainerFacts(duration_s=_elapsed(started), oom_killed=report.oom_killed))
         # No report: the container ended, or we end it. Its events say why.
         try:
             killed_late = False
@@ -353,16 +364,16 @@ class PooledSandbox(Sandbox):
         # processes are the host's), and the engine does not flag OOMKilled: a
         # container that ended on SIGKILL under a run, not from outside, died of memory.
         died_of_memory = ended and not killed_late and end.exit_code == 137
-        return judge(None, self._facts(started, deadline_hit=deadline_hit, output_capped=capped,
-                                       oom_killed=oom_in_run or died_of_memory,
-                                       exit_code=end.exit_code, stderr=stderr))
-
-    @staticmethod
-    def _facts(started: float, **facts) -> ContainerFacts:
-        return ContainerFacts(duration_s=round(time.monotonic() - started, 6), **facts)
+        return judge(None, ContainerFacts(duration_s=_elapsed(started), deadline_hit=deadline_hit,
+                                          output_capped=capped, oom_killed=oom_in_run or died_of_memory,
+                                          exit_code=end.exit_code, stderr=stderr))
 
 
-def _abandon(engine, idle: deque) -> None:
+def _elapsed(started: float) -> float:
+    return round(time.monotonic() - started, 6)
+
+
+def _abandon(engine: DockerEngine, idle: "deque[PoolContainer]") -> None:
     while idle:
         container = idle.pop()
         container.close()

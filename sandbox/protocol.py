@@ -134,7 +134,7 @@ def encode_request(request: RunRequest, nonce: str) -> bytes:
     """The supervisor's stdin: everything it needs, in one JSON object. The
     program-run keys appear only for a program run, so a pytest run's wire is
     what it always was."""
-    wire = {
+    wire: dict[str, object] = {
         "nonce": nonce,
         "files": request.files,
         "tests": request.tests,
@@ -185,7 +185,7 @@ def validate_report(report: dict[str, Any]) -> Report:
         raise HarnessError(f"the sandbox harness sent a malformed report: {exc}") from None
 
 
-def clean_report(report: dict) -> dict:
+def clean_report(report: dict[str, Any]) -> dict[str, Any]:
     """The report with every string made safe to show and serialise: lone
     surrogates (which JSON carries as \\udXXX escapes, and which no UTF-8
     encoder takes) replaced by U+FFFD, each field cut to its cap (TEXT_CAPS),
@@ -195,7 +195,10 @@ def clean_report(report: dict) -> dict:
     (exception messages, test names, output): this is where it enters the host,
     so every `RunResult` built from a report serialises.
     """
-    report = _clean(report, "", 0)
+    cleaned = _clean(report, "", 0)
+    # A dict stays a dict at depth 0 (only deeper ones become None).
+    assert isinstance(cleaned, dict)
+    report = cleaned
     if "records" in report:
         records = report["records"]
         report["records"] = [_record(r) for r in records if isinstance(r, dict)] if isinstance(records, list) else []
@@ -210,7 +213,7 @@ def safe_text(text: str, cap: int | None = DEFAULT_TEXT_CAP) -> str:
     return text
 
 
-def _clean(value, field: str, depth: int):
+def _clean(value: object, field: str, depth: int) -> object:
     if isinstance(value, str):
         return safe_text(value, None if field in UNCAPPED else TEXT_CAPS.get(field, DEFAULT_TEXT_CAP))
     if isinstance(value, (list, dict)) and depth >= MAX_DEPTH:
@@ -224,7 +227,7 @@ def _clean(value, field: str, depth: int):
     return value
 
 
-def _record(record: dict) -> dict:
+def _record(record: dict[str, object]) -> dict[str, object]:
     """A record whose text fields are text or None, and whose nodeids are text:
     a forged record (a pytest module's code can find the key) must not break
     the judge with another type."""

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # The lean image built from this package's harness (`rewardbox image build`).
 DEFAULT_IMAGE = image_tag("python")
 DEFAULT_MAX_CONTAINERS = 4
+DEFAULT_RETRY_S = 60.0
 # Read beyond the output limit: the harness's report (test records, output heads),
 # its prefix and signature. Only the solution's own output is held to the limit.
 REPORT_MARGIN_BYTES = MAX_REPORT_BYTES + (64 << 10)
@@ -62,7 +63,8 @@ class Sandbox:
     """
 
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
-                 engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = 60.0, sweep: bool = True):
+                 engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
+                 sweep: bool = True):
         self.image = image
         self.runtime = runtime
         self.max_containers = max_containers
@@ -98,7 +100,7 @@ class Sandbox:
     def __enter__(self) -> "Sandbox":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:

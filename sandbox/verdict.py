@@ -42,19 +42,21 @@ def judge(report: Report | None, facts: ContainerFacts) -> RunResult:
     """
     records = report.records if report is not None else []
     tests = tuple(_test_results(records))
-    program = report is not None and report.phase == PHASE_PROGRAM
+    # The report again, narrowed for the type checker, when it is a program run's.
+    program_report = report if report is not None and report.phase == PHASE_PROGRAM else None
     sent = report.model_fields_set if report is not None else set()
     common: dict[str, Any] = {
         "tests": tests,
         "duration_s": facts.duration_s,
         "test_duration_s": report.duration_s if report is not None else 0.0,
         "exit_code": report.returncode if report is not None and "returncode" in sent else facts.exit_code,
-        "stdout": _text(report, "stdout") if program else (report.stdout if report is not None else ""),
-        "stderr": _text(report, "stderr") if program else (
+        "stdout": _text(program_report, "stdout") if program_report is not None else (
+            report.stdout if report is not None else ""),
+        "stderr": _text(program_report, "stderr") if program_report is not None else (
             report.stderr if report is not None and "stderr" in sent else facts.stderr),
     }
-    if program:
-        common["files"] = {str(k): v for k, v in (report.files or {}).items() if isinstance(v, str)}
+    if program_report is not None:
+        common["files"] = {str(k): v for k, v in (program_report.files or {}).items() if isinstance(v, str)}
 
     def result(verdict: Verdict, message: str = "", **extra: Any) -> RunResult:
         return RunResult(verdict=verdict, message=message, **{**common, **extra})
@@ -62,7 +64,8 @@ def judge(report: Report | None, facts: ContainerFacts) -> RunResult:
     collect_errors = [r for r in records if r.event == "collect_error"]
     exc_types = {r.exc_type for r in records if r.exc_type}
     # A program that did not compile never ran: a MemoryError on its stderr is the parser's (too deeply nested).
-    died_of_memory_error = program and not report.syntax_error and _died_of_memory_error(common)
+    died_of_memory_error = (program_report is not None and not program_report.syntax_error
+                            and _died_of_memory_error(common["exit_code"], common["stderr"]))
     if facts.oom_killed or exc_types & _MEMORY_ERRORS or died_of_memory_error:
         return result(Verdict.OUT_OF_MEMORY, "memory limit exceeded")
     if facts.deadline_hit or (report is not None and report.timed_out):
@@ -74,8 +77,8 @@ def judge(report: Report | None, facts: ContainerFacts) -> RunResult:
     if report.phase == PHASE_HARNESS_ERROR and report.harness_attacked:
         return result(Verdict.KILLED, "the run changed the harness's limits or scheduling, and the harness failed: "
                                       f"{report.message}")
-    if program:
-        return _program_verdict(report, common["exit_code"], result)
+    if program_report is not None:
+        return _program_verdict(program_report, common["exit_code"], result)
     if report.phase == PHASE_SYNTAX:
         error = report.syntax_error or {}
         return result(Verdict.SYNTAX_ERROR, f"{error.get('type', 'SyntaxError')}: {error.get('message', '')}")
@@ -130,12 +133,12 @@ def _program_verdict(report: Report, returncode: int | None, result: Callable[..
     return result(Verdict.FAILED, f"the program exited with status {returncode}{note}")
 
 
-def _died_of_memory_error(common: dict) -> bool:
+def _died_of_memory_error(exit_code: int | None, stderr: str) -> bool:
     """An uncaught MemoryError: Python's last stderr line names it. The program
     could print that line itself, but then it failed on its own anyway."""
-    if common["exit_code"] in (0, None):
+    if exit_code in (0, None):
         return False
-    lines = common["stderr"].rstrip().rsplit("\n", 1)
+    lines = stderr.rstrip().rsplit("\n", 1)
     return lines[-1].startswith("MemoryError")
 
 
