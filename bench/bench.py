@@ -295,12 +295,13 @@ class RewardBoxRay(RewardBox):
 
     def __init__(self, workers: int, limits):
         from rewardbox.rewards import CodeReward
+        from rewardbox.sandbox.config import SandboxConfig
         from rewardbox.sandbox.ray_backend import RaySandbox
         from rewardbox.sandbox.ray_local import LocalCluster
 
         self.cluster = LocalCluster(nodes=2, cpus=1)
         self.cluster.start()
-        self.sandbox = RaySandbox(self.cluster.address, mode="pooled", max_containers=max(1, workers // 2))
+        self.sandbox = RaySandbox(SandboxConfig(ray=self.cluster.address, mode="pooled", max_containers=max(1, workers // 2)))
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = False
 

@@ -50,8 +50,7 @@ def make_sandbox(config: SandboxConfig | str | None = None, *, engine: DockerEng
             from rewardbox.sandbox.ray_backend import RaySandbox
         except ImportError as exc:
             raise ImportError(f"the Ray backend needs Ray: pip install 'rewardbox[ray]' ({exc})") from exc
-        given = {key: getattr(config, key) for key in SandboxConfig.model_fields if key != "ray"}  # Limits as Limits
-        return RaySandbox(config.ray, **given)
+        return RaySandbox(config)
     return make_local_sandbox(config, engine=engine, sweep=sweep)
 
 

@@ -19,6 +19,7 @@ from test_modes import LIMITS, SAMPLES
 from rewardbox.adapters import openrlhf
 from rewardbox.rewards import CorrectnessReward, Sample
 from rewardbox.sandbox import RunRequest, SandboxError
+from rewardbox.sandbox.config import SandboxConfig
 from rewardbox.sandbox.modes import make_sandbox
 from rewardbox.sandbox.ray_backend import RaySandbox
 from rewardbox.sandbox.ray_local import LocalCluster
@@ -44,7 +45,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def ray_box(cluster):
-    box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)
+    box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20))
     yield box
     box.close()
 
@@ -89,8 +90,8 @@ def test_both_nodes_get_work(ray_box, cluster):
 
 def test_backpressure_bounds_work_in_flight_and_waiting(cluster):
     # Workers of their own (other options): one container each, two requests in flight, four waiting.
-    box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=1, in_flight_per_worker=2,
-                     max_queued=4, retry_s=20)
+    box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=1, retry_s=20),
+                     in_flight_per_worker=2, max_queued=4)
     slow = RunRequest(files={"solution.py": "import time\ntime.sleep(0.25)\nx = 1"},
                       tests={"test_x.py": "from solution import x\ndef test_x(): assert x == 1"}, limits=LIMITS)
     submitted, futures = [], []
@@ -125,7 +126,7 @@ def test_backpressure_bounds_work_in_flight_and_waiting(cluster):
 
 
 def test_close_answers_every_request_it_took(cluster):
-    box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)
+    box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20))
     futures = [box.submit(RunRequest(files={"solution.py": f"import time\ntime.sleep(0.2)\nx = {i}"},
                                      tests={"test_x.py": f"from solution import x\ndef test_x(): assert x == {i}"},
                                      limits=LIMITS)) for i in range(12)]

@@ -13,6 +13,7 @@ from test_modes import LIMITS, SAMPLES
 
 from rewardbox.rewards import CodeReward, Sample
 from rewardbox.sandbox import ClusterUnavailable, RunRequest, SandboxError
+from rewardbox.sandbox.config import SandboxConfig
 from rewardbox.sandbox.ray_backend import RaySandbox, WorkerLost
 from rewardbox.sandbox.ray_local import LocalCluster
 
@@ -37,7 +38,7 @@ def in_flight_on(box: RaySandbox, node_id: str) -> int:
 
 def test_a_node_killed_mid_batch_loses_no_sample():
     with LocalCluster(nodes=2) as cluster:
-        box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)
+        box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20))
         doomed = cluster.node_id(1)
         reward = CodeReward(box, limits=LIMITS)
         batch = [Sample(id=i, completion=f"{SLOW_PASS}def add(a, b):\n    return a + b\n", label=SAMPLES[0].label)
@@ -54,7 +55,7 @@ def test_a_node_killed_mid_batch_loses_no_sample():
 
         assert list(answered.values()) == [1] * len(batch)  # every sample answered, and once
         assert [o.metadata["verdict"] for o in outputs[:40]] == ["passed"] * 40
-        with RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20) as again:
+        with RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)) as again:
             expected = CodeReward(again, limits=LIMITS).score_many(SAMPLES)  # the survivor alone
         assert [(o.metadata.get("verdict"), o.reward) for o in outputs[40:]] == \
                [(o.metadata.get("verdict"), o.reward) for o in expected]
@@ -68,7 +69,7 @@ def test_a_node_killed_mid_batch_loses_no_sample():
 
 def test_a_worker_killed_alone_is_replaced_on_its_node():
     with LocalCluster(nodes=2) as cluster:
-        box = RaySandbox(cluster.address, mode="cold", limits=LIMITS, max_containers=2, retry_s=20)
+        box = RaySandbox(SandboxConfig(ray=cluster.address, mode="cold", limits=LIMITS, max_containers=2, retry_s=20))
         node = cluster.node_id(1)
         [victim] = [w for w in box.cluster_stats()["workers"] if w["node_id"] == node]
         with warnings.catch_warnings(record=True) as caught:
@@ -89,7 +90,7 @@ def test_a_worker_killed_alone_is_replaced_on_its_node():
 def test_only_sandbox_nodes_get_workers_and_none_left_is_a_clear_error():
     # The head advertises no sandbox resource, as a GPU node without an engine would not.
     with LocalCluster(nodes=2, sandbox=[0, 1]) as cluster:
-        box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20,
+        box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20),
                          wait_for_workers_s=3)
         assert {w["node_id"] for w in box.cluster_stats()["workers"]} == {cluster.node_id(1)}
         assert box.run(slow(1)).verdict.value == "passed"
@@ -110,7 +111,7 @@ def test_only_sandbox_nodes_get_workers_and_none_left_is_a_clear_error():
 
         # A sandbox asked for on a cluster with no sandbox node fails at once.
         with pytest.raises(ClusterUnavailable, match="no sandbox worker could start"):
-            RaySandbox(cluster.address, mode="pooled", limits=LIMITS, wait_for_workers_s=3)
+            RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS), wait_for_workers_s=3)
 
 
 def test_a_node_whose_engine_does_not_answer_gets_no_worker_and_a_warning():
@@ -118,7 +119,7 @@ def test_a_node_whose_engine_does_not_answer_gets_no_worker_and_a_warning():
     with LocalCluster(nodes=2, node_env={1: {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}}) as cluster:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=2)
+            box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=2))
             results = box.run_many([slow(i) for i in range(8)])
             wait_until(lambda: box.cluster_stats()["workers_lost"] >= 1, what="the broken node's worker to fail")
         assert [r.verdict.value for r in results] == ["passed"] * 8
@@ -132,7 +133,7 @@ def test_leaving_the_cluster_answers_what_waits_and_starts_no_ray_of_its_own():
     cluster = LocalCluster(nodes=1)
     cluster.start()
     try:
-        box = RaySandbox(cluster.address, mode="pooled", limits=LIMITS, max_containers=1, retry_s=20)
+        box = RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=1, retry_s=20))
         futures = [box.submit(slow(i)) for i in range(6)]
     finally:
         cluster.stop()  # ray.shutdown() in this process, then every node process killed
