@@ -10,9 +10,33 @@ interfaces `rewardbox.adapters` (`rewardbox.adapters.trl`, `.verl`, `.openrlhf`,
 """
 
 import importlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __version__ = "0.1.0"
+
+
+def _lazy_exports(namespace: dict[str, Any],
+                  homes: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's `__getattr__` and `__dir__` (PEP 562) for names loaded on
+    first use: each name in `homes` from the module named there, then kept in
+    `namespace` (the package's globals) so that the next lookup is plain.
+    Here because the package root imports nothing of its own; the lazy
+    subpackages (`rewardbox.rewards.server`) take it from here."""
+    package = namespace["__name__"]
+
+    def get(name: str) -> Any:
+        if name not in homes:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(homes[name]), name)
+        namespace[name] = value
+        return value
+
+    def listing() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return get, listing
+
 
 # Each public name and the subpackage that defines it.
 _SANDBOX = (
@@ -31,14 +55,4 @@ _HOME = {**{name: "rewardbox.sandbox" for name in _SANDBOX}, **{name: "rewardbox
 
 __all__ = sorted(_HOME) + ["__version__"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'rewardbox' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = _lazy_exports(globals(), _HOME)
