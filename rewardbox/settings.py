@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, TypeVar, overload
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -355,27 +355,37 @@ def _where(key: str, value: Any, source: str) -> str:
 
 # ---- what the settings build ------------------------------------------------------------------------------------
 
-def sandbox_options(settings: Settings, default_workers: int | None = None) -> dict[str, Any]:
-    """The keyword arguments of `rewardbox.sandbox.modes.make_sandbox` (and of
-    `LazySandbox`) for these settings. `default_workers`: the containers
-    when `workers` is unset (the sandbox's own default if None); on Ray an
-    unset `workers` leaves each node's worker its CPU count."""
-    options: dict[str, Any] = {"mode": settings.mode, "image": settings.image_tag, "runtime": settings.runtime,
-                               "retry_s": settings.retry_s}
-    workers = settings.workers if settings.workers is not None or settings.ray else default_workers
-    if workers is not None:
-        options["max_containers"] = workers
-    if settings.mode != "cold":  # a pool warms its first containers for the run's limits
-        options.update(reuse=settings.reuse, limits=settings.limits)
-    if settings.ray:
-        options["ray"] = settings.ray
-    return options
+class _GivenSandboxFields(TypedDict, total=False):
+    """The `SandboxConfig` fields the settings give only in some cases: left
+    out, a field stays unset (the backend's default) rather than set to None."""
+
+    max_containers: int
+    reuse: int
+    limits: Limits
+    ray: str
 
 
 def sandbox_config(settings: Settings, default_workers: int | None = None) -> SandboxConfig:
-    """The `SandboxConfig` of these settings: `sandbox_options`, checked and typed
-    (its fields left unset are the ones `sandbox_options` leaves out)."""
-    return SandboxConfig(**sandbox_options(settings, default_workers))
+    """The `SandboxConfig` of these settings. `default_workers`: the containers
+    when `workers` is unset (the sandbox's own default if None); on Ray an
+    unset `workers` leaves each node's worker its CPU count."""
+    given: _GivenSandboxFields = {}
+    workers = settings.workers if settings.workers is not None or settings.ray else default_workers
+    if workers is not None:
+        given["max_containers"] = workers
+    if settings.mode != "cold":  # a pool warms its first containers for the run's limits
+        given["reuse"], given["limits"] = settings.reuse, settings.limits
+    if settings.ray:
+        given["ray"] = settings.ray
+    return SandboxConfig(mode=settings.mode, image=settings.image_tag, runtime=settings.runtime,
+                         retry_s=settings.retry_s, **given)
+
+
+def sandbox_options(settings: Settings, default_workers: int | None = None) -> dict[str, Any]:
+    """The keyword arguments of `rewardbox.sandbox.modes.make_sandbox` (and of
+    `LazySandbox`) for these settings: the fields `sandbox_config` sets."""
+    config = sandbox_config(settings, default_workers)
+    return {key: getattr(config, key) for key in config.model_fields_set}
 
 
 # What build_sandbox makes: a LazySandbox, a subclass of it, or what make_sandbox starts.
