@@ -59,8 +59,8 @@ def main() -> int:
                 started = time.monotonic()
                 outputs = rewards[name].score_many(batch)
                 wall[name] += time.monotonic() - started
-                latencies[name] += [out.metadata["duration_s"] for out in outputs]
-                got = [(out.reward, out.metadata.get("verdict")) for out in outputs]
+                latencies[name] += [out.duration_s or 0.0 for out in outputs]
+                got = [(out.reward, out.verdict.value if out.verdict is not None else None) for out in outputs]
                 if seen.setdefault("rewards", got) != got:
                     diff = [(s.id, a, b) for s, a, b in zip(batch, seen["rewards"], got) if a != b]
                     print(f"rewards differ under {name} in round {round_ + 1}: {diff[:5]}", file=sys.stderr)

@@ -101,11 +101,11 @@ class Kind:
 
     def mismatch(self, out: RewardOutput) -> str | None:
         """Why this output is not what the kind must get; None when it is."""
-        verdict, reward = out.metadata.get("verdict"), out.reward
+        verdict, reward = out.verdict.value if out.verdict is not None else None, out.reward
         if reward is None or verdict not in {v.value for v in self.verdicts}:
             return f"verdict {verdict} (error {out.metadata.get('error')!r}), expected one of {sorted(self.verdicts)}"
-        if self.hostile and (reward > HONEST_WRONG_REWARD or out.metadata.get("passed")):
-            return f"hostile sample earned {reward} with {out.metadata.get('passed')} passed"
+        if self.hostile and (reward > HONEST_WRONG_REWARD or out.passed):
+            return f"hostile sample earned {reward} with {out.passed} passed"
         if not self.hostile and reward != self.reward:
             return f"reward {reward}, expected {self.reward}"
         return None
@@ -421,7 +421,7 @@ class Soak:
     def _tally(self, kind: Kind, future: "Future[RewardOutput]") -> None:
         try:
             out = future.result()
-            verdict, problem = str(out.metadata.get("verdict")), kind.mismatch(out)
+            verdict, problem = str(out.verdict.value if out.verdict is not None else None), kind.mismatch(out)
         except Exception as exc:  # noqa: BLE001 - a failure of ours is a mismatch too
             verdict, problem = "error", f"{type(exc).__name__}: {exc}"
         with self._lock:

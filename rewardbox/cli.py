@@ -351,7 +351,7 @@ def _record(sample: Sample | Future[RewardOutput], out: RewardOutput) -> dict[st
     """One result line: the id, the numbers, then the reward's metadata
     (messages cut to 500 characters, tests to their outcomes)."""
     sample_id = sample.id if isinstance(sample, Sample) else getattr(sample, "sample_id", None)
-    metadata = dict(out.metadata)
+    metadata = out.details()
     if isinstance(metadata.get("message"), str):
         metadata["message"] = metadata["message"][:500]
     if isinstance(metadata.get("duration_s"), float):
@@ -364,7 +364,7 @@ def _record(sample: Sample | Future[RewardOutput], out: RewardOutput) -> dict[st
 
 def _summary(outputs: list[RewardOutput], elapsed_s: float) -> str:
     scored = [o.reward for o in outputs if o.reward is not None]
-    verdicts = Counter(str(o.metadata.get("verdict") or "unscorable") for o in outputs)
+    verdicts = Counter(str(o.details().get("verdict") or "unscorable") for o in outputs)
     mean = sum(scored) / len(scored) if scored else 0.0
     lines = [
         f"samples      {len(outputs)}",

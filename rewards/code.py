@@ -98,11 +98,16 @@ class CodeReward(Reward):
 
 
 def output(g: Grade) -> RewardOutput:
-    """A grade as the reward's output; everything but the numbers goes to metadata."""
+    """A grade as the reward's output: the verdict and figures typed, the rest in metadata."""
     if g.reward is None:
-        return RewardOutput.unscorable(g.error or "unusable label", verdict=None, kind=g.kind)
-    metadata = plain(g.model_dump(mode="json", exclude={"reward", "score"}))  # whatever backend made the run
-    return RewardOutput(reward=g.reward, score=g.score, metadata=metadata)
+        return RewardOutput.unscorable(g.error or "unusable label", kind=g.kind)
+    # JSON data whatever backend made the run (a Ray worker's records included).
+    metadata = plain(g.model_dump(mode="json", exclude={"reward", "score", *_TYPED_FIGURES}))
+    return RewardOutput(reward=g.reward, score=g.score, verdict=g.verdict, passed=g.passed, total=g.total,
+                        duration_s=g.duration_s, metadata=metadata)
+
+
+_TYPED_FIGURES = ("verdict", "passed", "total", "duration_s")
 
 
 def _sandbox_image(sandbox: object) -> tuple[str, str | None] | None:

@@ -13,7 +13,6 @@ import math
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import Any
 
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 
@@ -27,17 +26,16 @@ class CompositeReward(Reward):
     is not clipped.
 
     Components are named by their `name`; a repeated name gets a suffix
-    (`format`, `format#2`). Metadata: `components` holds each component's
-    `{reward, score, metadata}` by name, `weights` the weights used, and
-    `verdict` is the first component's (so the pass and timeout rates of the
-    main reward can be logged from the composite). Token rewards are not
-    combined.
+    (`format`, `format#2`). The output's `components` holds each component's
+    output by name, its `verdict` is the first component's (so the pass and
+    timeout rates of the main reward can be logged from the composite), and
+    `metadata["weights"]` the weights used. Token rewards are not combined.
 
     >>> from rewards.format import FormatReward
     >>> mix = CompositeReward([(FormatReward.think_answer(), 3), (FormatReward.one_code_block(), 1)])
     >>> out = mix("<think>?</think><answer>42</answer>")
-    >>> out.reward, out.metadata["weights"], out.metadata["verdict"]
-    (0.75, {'format_think_answer': 0.75, 'format_one_code_block': 0.25}, 'passed')
+    >>> out.reward, out.metadata["weights"], out.verdict.value, out.components["format_one_code_block"].reward
+    (0.75, {'format_think_answer': 0.75, 'format_one_code_block': 0.25}, 'passed', 0.0)
     """
 
     def __init__(self, components: Iterable[tuple[Reward, float]], normalize: bool = True, *, name: str = "composite"):
@@ -87,23 +85,21 @@ class CompositeReward(Reward):
 
     def combine(self, outputs: list[RewardOutput]) -> RewardOutput:
         """The weighted sum of the components' outputs, in component order."""
-        components = {key: {"reward": out.reward, "score": out.score, "metadata": out.metadata}
-                      for (key, _, _), out in zip(self.components, outputs)}
-        metadata: dict[str, Any] = {
-            "verdict": outputs[0].metadata.get("verdict"),
-            "components": components,
-            "weights": {key: weight for key, _, weight in self.components},
-        }
+        parts = {key: out for (key, _, _), out in zip(self.components, outputs)}
+        weights = {key: weight for key, _, weight in self.components}
+        verdict = outputs[0].verdict  # the first component's: the one that judged the code
         rewards: list[float] = []
         scores: list[float] = []
         for (key, _, weight), out in zip(self.components, outputs):
             if out.reward is None or out.score is None:
                 error = out.metadata.get("error") or "no reward"
-                return RewardOutput.unscorable(f"{key}: {error}", **metadata)
+                return RewardOutput(reward=None, score=None, verdict=verdict, components=parts,
+                                    metadata={"weights": weights, "error": f"{key}: {error}"})
             rewards.append(weight * out.reward)
             scores.append(weight * out.score)
         reward, score = sum(rewards), sum(scores)  # in component order, as before
-        return RewardOutput(reward=reward, score=min(1.0, max(0.0, score)), metadata=metadata)
+        return RewardOutput(reward=reward, score=min(1.0, max(0.0, score)), verdict=verdict, components=parts,
+                            metadata={"weights": weights})
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{key}={weight:g}" for key, _, weight in self.components)

@@ -21,6 +21,7 @@ from rewardbox.rewards.base import Reward, RewardOutput, Sample
 # Private regexes shared on purpose: the format check removes exactly the
 # tokens that code extraction removes, but keeps the reasoning.
 from rewardbox.rewards.extract import strip_completion
+from rewardbox.sandbox import Verdict
 
 # Chat templates of reasoning models (DeepSeek-R1, Qwen3) end the prompt with
 # "<think>": the model's text then starts inside the reasoning.
@@ -118,13 +119,14 @@ def response_text(completion: str, prompt: str | None = None, keep_think: bool =
 class FormatReward(Reward):
     """`reward_ok` when the response has the spec's shape, else `reward_bad`.
 
-    Metadata: `verdict` ("passed"/"failed"), `format_ok`, and for a failure the
-    broken rule (`failed_rule`: "required"/"forbidden") and its `failed_pattern`.
+    The output's `verdict` is passed or failed; its metadata holds `format_ok`,
+    and for a failure the broken rule (`failed_rule`: "required"/"forbidden")
+    and its `failed_pattern`.
 
     >>> check = FormatReward.think_answer()
     >>> check("<think>2+2 is 4</think>\\n<answer>4</answer>").reward
     1.0
-    >>> check("The answer is 4.").metadata["verdict"]
+    >>> check("The answer is 4.").verdict.value
     'failed'
     """
 
@@ -159,6 +161,6 @@ class FormatReward(Reward):
         return RewardOutput(
             reward=self.spec.reward_bad if failed else self.spec.reward_ok,
             score=0.0 if failed else 1.0,
-            metadata={"verdict": "failed" if failed else "passed", "format_ok": failed is None,
-                      "failed_rule": rule, "failed_pattern": pattern},
+            verdict=Verdict.FAILED if failed else Verdict.PASSED,
+            metadata={"format_ok": failed is None, "failed_rule": rule, "failed_pattern": pattern},
         )

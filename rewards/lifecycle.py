@@ -18,7 +18,7 @@ from typing import Any
 import uvicorn
 
 from rewardbox.sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, SandboxBackend, SandboxError
-from rewardbox.sandbox.engine import DockerEngine
+from rewardbox.sandbox.engine import AttachChannel, ContainerState, DockerEngine
 from rewardbox.sandbox.modes import make_sandbox
 from rewardbox.sandbox.runner import DEFAULT_MAX_CONTAINERS
 
@@ -58,15 +58,15 @@ class StoppableEngine(DockerEngine):
         # call is refused, and the caller removes it.
         return container_id
 
-    def attach(self, container_id: str) -> Any:
+    def attach(self, container_id: str, stderr_tail: int | None = None) -> AttachChannel:
         self._refuse_if_stopped()
-        return super().attach(container_id)
+        return super().attach(container_id, stderr_tail)
 
     def start(self, container_id: str) -> None:
         self._refuse_if_stopped()
         super().start(container_id)
 
-    def wait(self, container_id: str, timeout_s: float) -> tuple[dict[str, Any], bool]:
+    def wait(self, container_id: str, timeout_s: float) -> tuple[ContainerState, bool]:
         self._refuse_if_stopped()
         return super().wait(container_id, timeout_s)
 

@@ -4,8 +4,6 @@ Torch-free: the adapters and the HTTP service share it."""
 
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any
 
 from rewardbox.rewards.base import RewardOutput
 from rewardbox.rewards.policy import CRASHES
@@ -25,20 +23,20 @@ def sample_logs(output: RewardOutput) -> dict[str, float]:
     than "no_code"). `sandbox_latency_s` is 0.0 when no container ran: for a
 math answer (`kind` "math": math-verify's time is not the sandbox's).
 
-    >>> logs = sample_logs(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "duration_s": 0.5}))
+    >>> from rewardbox.sandbox import Verdict
+    >>> logs = sample_logs(RewardOutput(reward=1.0, score=1.0, verdict=Verdict.PASSED, duration_s=0.5))
     >>> logs["pass_rate"], logs["crash_rate"], logs["format_rate"], logs["sandbox_latency_s"]
     (1.0, 0.0, 1.0, 0.5)
-    >>> sample_logs(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "kind": "math",
-    ...                                                 "duration_s": 0.02}))["sandbox_latency_s"]
+    >>> sample_logs(RewardOutput(reward=1.0, score=1.0, verdict=Verdict.PASSED, duration_s=0.02,
+    ...                          metadata={"kind": "math"}))["sandbox_latency_s"]
     0.0
     """
-    metadata = output.metadata
-    verdict = verdict_of(metadata)
-    format_ok = find(metadata, "format_ok")
+    verdict = verdict_of(output)
+    format_ok = output.first_metadata("format_ok")
     if format_ok is None:
         format_ok = verdict not in (None, "no_code")
     # A math answer's duration_s is math-verify's time, not a container's.
-    duration = find(metadata, "duration_s") if find(metadata, "kind") != "math" else None
+    duration = output.first("duration_s") if output.first_metadata("kind") != "math" else None
     return {
         "pass_rate": float(verdict == "passed"),
         "timeout_rate": float(verdict == "timeout"),
@@ -49,23 +47,10 @@ math answer (`kind` "math": math-verify's time is not the sandbox's).
     }
 
 
-def find(metadata: Mapping[str, Any], key: str) -> Any:
-    """`metadata[key]`, else the first composite component's that has it."""
-    if metadata.get(key) is not None:
-        return metadata[key]
-    components = metadata.get("components") or {}
-    for component in components.values() if isinstance(components, Mapping) else components:
-        inner = component.get("metadata") if isinstance(component, Mapping) else None
-        found = find(inner, key) if isinstance(inner, Mapping) else None
-        if found is not None:
-            return found
-    return None
-
-
-def verdict_of(metadata: Mapping[str, Any]) -> str | None:
-    verdict = find(metadata, "verdict")
-    value = getattr(verdict, "value", verdict)  # a Verdict is a str enum; str() would give "Verdict.PASSED"
-    return value if isinstance(value, str) else None
+def verdict_of(output: RewardOutput) -> str | None:
+    """The verdict's word: the output's, else a composite component's."""
+    verdict = output.first("verdict")
+    return verdict.value if verdict is not None else None
 
 
 def trainer_numbers(output: RewardOutput, where: str) -> tuple[float, float]:

@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rewardbox.rewards.base import Reward, RewardOutput, Sample, done
 from rewardbox.rewards.extract import strip_completion
 from rewardbox.rewards.labels import LabelError, MathLabel, parse_label
+from rewardbox.sandbox import Verdict
 
 __all__ = ["MathConfig", "MathReward", "extract_answer"]
 
@@ -300,10 +301,10 @@ class MathReward(Reward):
     the machine's (the OOM killer); a second death is blamed on the answer,
     which scores as wrong with `metadata["error"]`.
 
-    `metadata`: `verdict` ("passed" or "failed"), `answer` (what was judged,
-    at most 200 characters; None when nothing was found), `expected`,
-    `duration_s` (from submission to verdict, queueing included) and
-    `timeout` (judging was killed at `timeout_s`).
+    The output's `verdict` is passed or failed and its `duration_s` runs from
+    submission to verdict (queueing included); `metadata` holds `answer`
+    (what was judged, at most 200 characters; None when nothing was found),
+    `expected` and `timeout` (judging was killed at `timeout_s`).
     """
 
     name = "math"
@@ -392,16 +393,16 @@ class MathReward(Reward):
     def _settle(self, job: _Job, *, passed: bool, shown: str | None, timeout: bool = False, error: str | None = None) -> None:
         metadata: dict[str, Any] = {
             "kind": "math",  # the label's format, as a code grade's kind
-            "verdict": "passed" if passed else "failed",
             "answer": shown[:_SHOWN_CHARS] if shown is not None else None,
             "expected": job.gold[:_SHOWN_CHARS],
-            "duration_s": round(time.monotonic() - job.started, 6),
             "timeout": timeout,
         }
         if error is not None:
             metadata["error"] = error
         reward = self.config.correct_reward if passed else self.config.wrong_reward
-        self._set(job, RewardOutput(reward=reward, score=1.0 if passed else 0.0, metadata=metadata))
+        self._set(job, RewardOutput(reward=reward, score=1.0 if passed else 0.0,
+                                    verdict=Verdict.PASSED if passed else Verdict.FAILED,
+                                    duration_s=round(time.monotonic() - job.started, 6), metadata=metadata))
 
     @staticmethod
     def _set(job: _Job, output: RewardOutput) -> None:

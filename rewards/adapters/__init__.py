@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.sandbox import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -163,13 +164,11 @@ def outcome_stats(output: RewardOutput) -> dict[str, float]:
     >>> outcome_stats(RewardOutput(reward=0.5, score=0.75, metadata={"verdict": "failed", "passed": 1, "total": 2}))
     {'acc': 0.0, 'pass_rate': 0.5, 'unscorable': 0.0}
     """
-    meta = output.metadata
-    acc = 1.0 if meta.get("verdict") == "passed" else 0.0
-    passed, total = meta.get("passed"), meta.get("total")
-    has_counts = isinstance(passed, int) and isinstance(total, int) and total > 0
+    acc = 1.0 if output.verdict is Verdict.PASSED else 0.0
+    passed, total = output.passed, output.total
     return {
         "acc": acc,
-        "pass_rate": passed / total if has_counts else acc,
+        "pass_rate": passed / total if passed is not None and total is not None and total > 0 else acc,
         "unscorable": float(output.reward is None),
     }
 

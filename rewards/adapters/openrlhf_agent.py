@@ -12,7 +12,7 @@ import torch
 
 from rewardbox.adapters.openrlhf_scoring import _PROCESS, OpenRLHFReward
 from rewardbox.rewards.base import RewardOutput, Sample
-from rewardbox.rewards.logs import CRASH_VERDICTS, find, sample_logs, trainer_numbers, verdict_of
+from rewardbox.rewards.logs import CRASH_VERDICTS, sample_logs, trainer_numbers, verdict_of
 from rewardbox.sandbox import SandboxError
 from rewardbox.settings import FEEDBACK_TEMPLATES
 
@@ -35,9 +35,8 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
     - test_b: assert 3 == 4
     Fix the code and answer with the complete solution in one ```python block.
     """
-    metadata = output.metadata
-    verdict = verdict_of(metadata)
-    error = _clip(str(find(metadata, "error") or find(metadata, "message") or "").strip(), max_chars)
+    verdict = verdict_of(output)
+    error = _clip(str(output.first_metadata("error") or output.first_metadata("message") or "").strip(), max_chars)
     if verdict == "no_code":
         lines = ["No Python code was found in your answer."]
     elif verdict == "timeout":
@@ -45,9 +44,9 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
     elif verdict in CRASH_VERDICTS:
         lines = [_CRASH_TEXT.get(verdict, "Your code crashed.") + (f"\n{error}" if error else "")]
     else:
-        passed, total = find(metadata, "passed"), find(metadata, "total")
+        passed, total = output.first("passed"), output.first("total")
         lines = [f"Your code passed {passed} of {total} tests." if total else "Your answer is not correct."]
-        failing = [test for test in find(metadata, "tests") or () if _field(test, "outcome") != "passed"]
+        failing = [test for test in output.first_metadata("tests") or () if _field(test, "outcome") != "passed"]
         if failing:
             lines.append("Failing tests:")
             for test in failing[:max_tests]:
@@ -129,7 +128,7 @@ class CodingEpisode:
             raise
         reward, score = trainer_numbers(output, f"agent step {self.steps}")
         unusable = output.reward is None
-        done = unusable or verdict_of(output.metadata) == "passed" or self.steps >= self.max_steps
+        done = unusable or verdict_of(output) == "passed" or self.steps >= self.max_steps
         delta, self._paid = reward - self._paid, reward
         return {
             # float64: the trainer adds up .item() of each step; float32 rounding would show in the total.

@@ -108,7 +108,8 @@ class TrlReward:
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
         if callable(log_extra):
             log_extra(f"{self.__name__}/verdict",
-                      [str(o.metadata.get("verdict") or ("unscorable" if o.reward is None else "")) for o in outputs])
+                      [o.verdict.value if o.verdict is not None else ("unscorable" if o.reward is None else "")
+                       for o in outputs])
         if callable(log_metric) and outputs:
             stats = [outcome_stats(o) for o in outputs]
             log_metric(f"{self.__name__}/solved_frac", sum(s["acc"] for s in stats) / len(stats))

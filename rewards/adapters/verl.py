@@ -150,12 +150,12 @@ def result(output: RewardOutput) -> dict[str, Any]:
     """
     if output.reward is None:
         log.warning("verl: scoring 0.0 for an unusable label: %s", output.metadata.get("error"))
-    duration_s = output.metadata.get("duration_s")
+    verdict = output.verdict.value if output.verdict is not None else None
     return {
         "score": float(output.reward) if output.reward is not None else 0.0,
         **outcome_stats(output),
-        "duration_s": float(duration_s) if isinstance(duration_s, (int, float)) else 0.0,
-        "verdict": str(output.metadata.get("verdict") or ("unscorable" if output.reward is None else "unknown")),
+        "duration_s": output.duration_s if output.duration_s is not None else 0.0,
+        "verdict": verdict or ("unscorable" if output.reward is None else "unknown"),
     }
 
 

@@ -8,8 +8,8 @@ engine's failures and retries (the sandbox keeps plain counters and knows
 nothing of Prometheus).
 """
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -54,7 +54,7 @@ class ServiceMetrics:
     def scored(self, outputs: Sequence[RewardOutput]) -> None:
         for out in outputs:
             self.samples.labels(verdict_of(out)).inc()
-            for seconds in sandbox_seconds(out.metadata):
+            for seconds in sandbox_seconds(out):
                 self.sandbox_run.observe(seconds)
 
     content_type = CONTENT_TYPE_LATEST
@@ -67,45 +67,44 @@ class ServiceMetrics:
 def verdict_of(out: RewardOutput) -> str:
     """The verdict label of one output.
 
-    >>> verdict_of(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": Verdict.PASSED}))
+    >>> verdict_of(RewardOutput(reward=1.0, score=1.0, verdict=Verdict.PASSED))
     'passed'
-    >>> verdict_of(RewardOutput.unscorable("bad label", verdict=None))
+    >>> verdict_of(RewardOutput.unscorable("bad label"))
     'unscorable'
     >>> verdict_of(RewardOutput(reward=0.3, score=0.3, metadata={"length_chars": 9}))
     'unknown'
+    >>> verdict_of(RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "great"}))  # a reward function's own word
+    'other'
     """
     if out.reward is None:
         return "unscorable"
-    verdict = out.metadata.get("verdict")
-    verdict = getattr(verdict, "value", verdict)
-    if not verdict:
-        return "unknown"
-    return verdict if verdict in VERDICTS else "other"
+    if out.verdict is not None:
+        return out.verdict.value
+    return "other" if out.metadata.get("verdict") else "unknown"
 
 
-def sandbox_seconds(metadata: Mapping[str, Any]) -> Iterator[float]:
+def sandbox_seconds(out: RewardOutput) -> Iterator[float]:
     """The sandbox run times behind one output: a code sample's own, or those of
     the code components of a mix. Math, format and code-less samples ran nothing.
 
-    >>> list(sandbox_seconds({"kind": "asserts", "verdict": "failed", "duration_s": 0.5}))
+    >>> failed = RewardOutput(reward=0.0, score=0.0, verdict=Verdict.FAILED, duration_s=0.5, metadata={"kind": "asserts"})
+    >>> list(sandbox_seconds(failed))
     [0.5]
-    >>> list(sandbox_seconds({"kind": "asserts", "verdict": "no_code", "duration_s": 0.0}))
+    >>> list(sandbox_seconds(RewardOutput(reward=0.0, score=0.0, verdict=Verdict.NO_CODE, duration_s=0.0,
+    ...                                   metadata={"kind": "asserts"})))
     []
-    >>> list(sandbox_seconds({"verdict": "passed", "duration_s": 0.01}))  # math
+    >>> list(sandbox_seconds(RewardOutput(reward=1.0, score=1.0, verdict=Verdict.PASSED, duration_s=0.01)))  # math
     []
+    >>> list(sandbox_seconds(RewardOutput(reward=0.0, score=0.0, components={"code": failed})))
+    [0.5]
     """
-    components = metadata.get("components")
-    if isinstance(components, Mapping):
-        for component in components.values():
-            inner = component.get("metadata") if isinstance(component, Mapping) else None
-            if isinstance(inner, Mapping):
-                yield from sandbox_seconds(inner)
+    if out.components:
+        for part in out.components.values():
+            yield from sandbox_seconds(part)
         return
-    seconds = metadata.get("duration_s")
-    verdict = metadata.get("verdict")
-    if (metadata.get("kind") in CODE_KINDS and getattr(verdict, "value", verdict) != Verdict.NO_CODE.value
-            and isinstance(seconds, (int, float)) and not isinstance(seconds, bool)):
-        yield float(seconds)
+    if (out.metadata.get("kind") in CODE_KINDS and out.verdict is not Verdict.NO_CODE
+            and out.duration_s is not None):
+        yield out.duration_s
 
 
 class _ReadWhenScraped:

@@ -126,7 +126,7 @@ def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
     """One sample's result; whatever the reward put in its metadata becomes
     JSON data, and a field of the wrong type (from a reward function) stays in
     `metadata` rather than failing the response."""
-    metadata = plain(out.metadata)
+    metadata = plain(out.details())
     fields: dict[str, Any] = {"verdict": None, "error": None}
     for key, kinds in _FIELDS.items():
         value = metadata.get(key)

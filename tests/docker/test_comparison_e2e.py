@@ -63,15 +63,15 @@ for _name, (_label, _wrong, _right) in CASES.items():
 def test_wrong_numbers_fail_by_default(graded, name):
     wrong, right = graded[f"{name}-wrong"], graded[f"{name}-right"]
 
-    assert (wrong.reward, wrong.metadata["verdict"]) == (0.0, "failed"), show(wrong)
-    assert (right.reward, right.metadata["verdict"]) == (1.0, "passed"), show(right)
+    assert (wrong.reward, wrong.verdict) == (0.0, "failed"), show(wrong)
+    assert (right.reward, right.verdict) == (1.0, "passed"), show(right)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_compare_float_restores_the_lenient_rule(graded, name):
     out = graded[f"{name}-wrong-lenient"]
 
-    assert (out.reward, out.metadata["verdict"]) == (1.0, "passed"), show(out)
+    assert (out.reward, out.verdict) == (1.0, "passed"), show(out)
 
 
 def test_the_failure_shows_both_spellings(graded):

@@ -63,13 +63,13 @@ def test_numpy_tests_through_the_python_api(scientific, sandbox):
     on_lean = CorrectnessReward(sandbox=sandbox)
 
     correct = on_scientific(CORRECT, NUMPY_TESTS)
-    assert (correct.reward, correct.metadata["verdict"], correct.metadata["passed"]) == (1.0, "passed", 2), correct
+    assert (correct.reward, correct.verdict, correct.passed) == (1.0, "passed", 2), correct
     wrong = on_scientific(WRONG, NUMPY_TESTS)
-    assert (wrong.reward, wrong.metadata["verdict"]) == (0.0, "failed"), wrong  # the model's, as ever
+    assert (wrong.reward, wrong.verdict) == (0.0, "failed"), wrong  # the model's, as ever
 
     for completion in (CORRECT, WRONG):  # the label cannot be graded here, whatever the completion
         out = on_lean(completion, NUMPY_TESTS)
-        assert (out.reward, out.score, out.metadata.get("verdict")) == (None, None, None), out
+        assert (out.reward, out.score, out.verdict) == (None, None, None), out
         assert out.metadata["kind"] == "pytest"
         assert_numpy_named_with_the_fix(out.metadata["error"], sandbox.image)
 
@@ -77,7 +77,7 @@ def test_numpy_tests_through_the_python_api(scientific, sandbox):
 def test_a_solution_importing_what_the_image_lacks_is_still_the_models_import_error(sandbox):
     out = CorrectnessReward(sandbox=sandbox)(IMPORTS_NUMPY, PLAIN_TESTS)
 
-    assert (out.reward, out.metadata["verdict"]) == (-1.0, "import_error"), out
+    assert (out.reward, out.verdict) == (-1.0, "import_error"), out
     assert "numpy" in out.metadata["message"]
 
 
@@ -141,5 +141,5 @@ def test_numpy_works_under_the_pooled_limits(scientific):
 
     for _ in range(2):  # a fresh run and a reused container
         out = CorrectnessReward(sandbox=scientific, limits=limits)(SOLVE, NUMERIC_TESTS)
-        assert (out.reward, out.metadata["verdict"]) == (1.0, "passed"), [
+        assert (out.reward, out.verdict) == (1.0, "passed"), [
             (t["name"], t["outcome"], t["message"]) for t in out.metadata["tests"]]

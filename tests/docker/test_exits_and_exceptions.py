@@ -101,7 +101,7 @@ run("type-error-is-not-a-value-error-pytest-raises", ROOT % "TypeError", EXPECTS
 def test_a_check_catches_the_solutions_builtin_exception(graded, key):
     out = graded[key]
 
-    assert (out.metadata["verdict"], out.reward) == ("passed", 1.0), show(out)
+    assert (out.verdict, out.reward) == ("passed", 1.0), show(out)
 
 
 @pytest.mark.parametrize("key", ["type-error-is-not-a-value-error", "type-error-is-not-a-value-error-pytest-raises"])
@@ -109,7 +109,7 @@ def test_another_exception_type_is_not_caught(graded, key):
     out = graded[key]
 
     # (The check may run as one test or as one per statement: either way the first one fails.)
-    assert out.metadata["verdict"] == "failed" and out.reward < 1.0, show(out)
+    assert out.verdict == "failed" and out.reward < 1.0, show(out)
     assert (out.metadata["tests"][0]["outcome"], out.metadata["tests"][0]["exc_type"]) == ("failed", "TypeError"), \
         show(out)
     assert "f() raised TypeError: negative: -1" in out.metadata["tests"][0]["message"], show(out)
@@ -150,7 +150,7 @@ def test_an_exit_or_a_timeout_never_satisfies_a_check_that_expects_an_exception(
     out = graded[f"expects-assert-{check}-{name}"]
     _, verdict, reward = SOLUTIONS[name]
 
-    assert (out.metadata["verdict"], out.reward) == (verdict, reward), show(out)
+    assert (out.verdict, out.reward) == (verdict, reward), show(out)
 
 
 # -- no exit beats its penalty ------------------------------------------------------------------
@@ -190,11 +190,11 @@ for _fmt, _label in ADD.items():
 def test_an_exit_in_a_generated_format_is_a_crash(graded, fmt, name):
     out, honest = graded[f"exit-{fmt}-{name}"], graded[f"honest-wrong-{fmt}"]
 
-    assert (honest.metadata["verdict"], honest.reward) == ("failed", 0.0), show(honest)
+    assert (honest.verdict, honest.reward) == ("failed", 0.0), show(honest)
     # A watchdog that fires late is caught by the case's deadline first: a timeout, still a penalty.
     allowed = {("killed", CRASH), ("timeout", TIMEOUT)} if "watchdog" in name else {("killed", CRASH)}
-    assert (out.metadata["verdict"], out.reward) in allowed, show(out)
-    assert out.metadata["passed"] == 0, show(out)
+    assert (out.verdict, out.reward) in allowed, show(out)
+    assert out.passed == 0, show(out)
 
 
 STDIO = {"inputs": ["1 2\n", "0 0\n", "-2 5\n"], "outputs": ["3\n", "0\n", "3\n"], "case_timeout_s": 1}
@@ -217,8 +217,8 @@ def test_no_exit_of_a_program_scores_above_an_honest_wrong_answer(graded, name):
     # Contest-style: a program's early exit fails its case, as a wrong answer does.
     out, honest = graded[f"stdio-{name}"], graded["stdio-honest-wrong"]
 
-    assert (honest.metadata["verdict"], honest.reward) == ("failed", 0.0), show(honest)
-    assert out.reward <= honest.reward and out.metadata["passed"] == 0, show(out)
+    assert (honest.verdict, honest.reward) == ("failed", 0.0), show(honest)
+    assert out.reward <= honest.reward and out.passed == 0, show(out)
 
 
 PYTEST_EXITS = {
@@ -242,7 +242,7 @@ run("pytest-pytest-exit", "import pytest\n\n\ndef add(a, b):\n    if a == 0:\n  
 def test_an_exit_of_the_solutions_process_is_a_crash(graded, name):
     out = graded[f"pytest-{name}"]
 
-    assert (out.metadata["verdict"], out.reward) == ("killed", CRASH), show(out)
+    assert (out.verdict, out.reward) == ("killed", CRASH), show(out)
     assert "the solution's process ended" in out.metadata["message"], show(out)
 
 
@@ -250,14 +250,14 @@ def test_an_exit_of_the_solutions_process_is_a_crash(graded, name):
 def test_an_exit_before_every_pytest_test_reported_is_a_crash(graded, name):
     out = graded[f"pytest-{name}-in-process"]  # the completion in the tests' process: it ends them
 
-    assert (out.metadata["verdict"], out.reward) == ("killed", CRASH), show(out)
+    assert (out.verdict, out.reward) == ("killed", CRASH), show(out)
     assert "never reported" in out.metadata["message"], show(out)
 
 
 def test_pytest_exit_in_the_solution_fails_that_test(graded):
     out = graded["pytest-pytest-exit"]
 
-    assert (out.metadata["verdict"], out.metadata["passed"]) == ("failed", 2), show(out)
+    assert (out.verdict, out.passed) == ("failed", 2), show(out)
     assert [t["outcome"] for t in out.metadata["tests"]] == ["passed", "failed", "passed"], show(out)
 
 
@@ -288,8 +288,8 @@ run("deadline-nothing-passed", "def add(a, b):\n    while True:\n        pass\n"
 def test_a_run_deadline_counts_the_cases_that_passed(graded, key, passed, total):
     out = graded[key]
 
-    assert out.metadata["verdict"] == "timeout", show(out)
-    assert (out.metadata["passed"], out.metadata["total"]) == (passed, total), show(out)
+    assert out.verdict == "timeout", show(out)
+    assert (out.passed, out.total) == (passed, total), show(out)
     assert out.reward == passed / total, show(out)
     # The records sent before the deadline reached the host.
     assert [t["outcome"] for t in out.metadata["tests"]] == ["passed"] * passed, show(out)
@@ -298,7 +298,7 @@ def test_a_run_deadline_counts_the_cases_that_passed(graded, key, passed, total)
 def test_a_run_deadline_with_nothing_passed_is_the_timeout_penalty(graded):
     out = graded["deadline-nothing-passed"]
 
-    assert (out.metadata["verdict"], out.reward, out.metadata["passed"]) == ("timeout", TIMEOUT, 0), show(out)
+    assert (out.verdict, out.reward, out.passed) == ("timeout", TIMEOUT, 0), show(out)
 
 
 def test_no_container_is_left_behind(graded, leftovers):

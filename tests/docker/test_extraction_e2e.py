@@ -60,11 +60,11 @@ def show(out: RewardOutput) -> str:
 def test_tokens_and_tags_in_strings_reach_the_solution(graded, name, wrapping):
     out = graded[f"{name}-{wrapping}"]
 
-    assert (out.reward, out.score, out.metadata["verdict"]) == (1.0, 1.0, "passed"), show(out)
+    assert (out.reward, out.score, out.verdict) == (1.0, 1.0, "passed"), show(out)
 
 
 @pytest.mark.parametrize("name", list(SOLUTIONS))
 def test_the_labels_test_the_tokens(graded, name):
     out = graded[f"{name}-wrong"]
 
-    assert out.metadata["verdict"] == "failed" and out.reward < 1.0, show(out)
+    assert out.verdict == "failed" and out.reward < 1.0, show(out)

@@ -84,7 +84,7 @@ def test_verdicts_and_rewards_match_the_default_runtime(boxes):
     outputs = {name: dict(zip(PARITY, (f.result() for f in fs), strict=True)) for name, fs in futures.items()}
 
     def seen(out):
-        return out.metadata.get("verdict"), out.reward, out.metadata.get("passed"), out.metadata.get("total")
+        return out.verdict, out.reward, out.passed, out.total
 
     for key, (_, passed, total) in PARITY.items():
         expected = ("passed" if passed == total else "failed", passed / total, passed, total)

@@ -88,7 +88,7 @@ def show(out: RewardOutput) -> str:
 def test_code_too_deep_to_compile_is_a_syntax_error(deep, shape, fmt):
     out = deep[f"deep-{shape}-{fmt}"]
 
-    assert (out.metadata["verdict"], out.reward) == ("syntax_error", -1.0), show(out)
+    assert (out.verdict, out.reward) == ("syntax_error", -1.0), show(out)
     assert out.metadata["message"].startswith(("RecursionError", "MemoryError")), show(out)
     out.model_dump_json()
 
@@ -104,7 +104,7 @@ AT_IMPORT = {**{fmt: ("import_error", -1.0) for fmt in LABELS}, "stdio": ("faile
 def test_lone_surrogates_from_the_container_give_a_verdict_that_serialises(surrogates, case, expected, fmt):
     out = surrogates[f"{case}-{fmt}"]
 
-    assert (out.metadata["verdict"], out.reward) == expected[fmt], show(out)
+    assert (out.verdict, out.reward) == expected[fmt], show(out)
     text = out.model_dump_json()
     text.encode("utf-8")
     if fmt != "stdio":  # a program's stderr is bytes, decoded with replacement from the start

@@ -169,11 +169,11 @@ def test_the_vendored_data_is_all_of_humaneval():
 def test_canonical_solution_passes(graded, task):
     out = graded[("canonical", task)]
 
-    assert out.metadata["verdict"] == "passed", show(out)
+    assert out.verdict == "passed", show(out)
     assert out.reward == 1.0
     assert out.score == 1.0
     total = parse_label(label(PROBLEMS[task])).expected.total
-    assert out.metadata["passed"] == out.metadata["total"] == total
+    assert out.passed == out.total == total
 
 
 @pytest.mark.parametrize("task", BROKEN_IDS)
@@ -181,9 +181,9 @@ def test_broken_solution_loses_credit(graded, task):
     out = graded[("broken", task)]
 
     assert out.metadata["error"] is None
-    assert out.metadata["verdict"] == "failed", show(out)
+    assert out.verdict == "failed", show(out)
     assert out.reward < 1.0
-    assert out.metadata["passed"] < out.metadata["total"]
+    assert out.passed < out.total
 
 
 @pytest.mark.parametrize("task", list(PROBLEMS))
@@ -191,10 +191,10 @@ def test_canonical_solution_passes_whole_and_with_the_trainers_code_prompt(grade
     for form in ("whole", "sample-prompt"):
         out = graded[(form, task)]
 
-        assert out.metadata["verdict"] == "passed", (form, show(out))
+        assert out.verdict == "passed", (form, show(out))
         assert out.reward == 1.0
-    assert graded[("whole", task)].metadata["total"] == 1
-    assert graded[("sample-prompt", task)].metadata["total"] == graded[("canonical", task)].metadata["total"]
+    assert graded[("whole", task)].total == 1
+    assert graded[("sample-prompt", task)].total == graded[("canonical", task)].total
 
 
 @pytest.mark.parametrize("task", CHAT_IDS)
@@ -214,9 +214,9 @@ def test_a_wrong_solution_fails_split_exactly_where_the_whole_check_fails(graded
     split, whole = graded[(wrong, task)], graded[(wrong + "-whole", task)]
     completion = WRONG[wrong](PROBLEMS[task])
 
-    assert whole.metadata["verdict"] in ("passed", "failed"), show(whole)
+    assert whole.verdict in ("passed", "failed"), show(whole)
     assert (split.reward == 1.0) == (whole.reward == 1.0), (show(split), show(whole))
-    if split.metadata["total"] > 1:
+    if split.total > 1:
         assert outcomes(split) == statement_outcomes(PROBLEMS[task], completion), show(split)
 
 
@@ -225,7 +225,7 @@ def test_a_wrong_solution_fails_split_exactly_where_the_whole_check_fails(graded
 def test_redefining_the_prompts_helper_does_not_pass(graded, task, form):
     out = graded[(form, task)]
 
-    assert out.metadata["verdict"] == "failed", show(out)
+    assert out.verdict == "failed", show(out)
     assert out.reward == 0.0
 
 
@@ -233,8 +233,8 @@ def test_redefining_the_prompts_helper_does_not_pass(graded, task, form):
 def test_canonical_solution_passes_as_a_pytest_module(graded, task):
     out, check = graded[("pytest", task)], graded[("canonical", task)]
 
-    assert out.metadata["verdict"] == "passed" and out.reward == 1.0, show(out)
-    assert out.metadata["total"] == check.metadata["total"]
+    assert out.verdict == "passed" and out.reward == 1.0, show(out)
+    assert out.total == check.total
 
 
 @pytest.mark.parametrize("wrong", list(WRONG))
@@ -242,6 +242,6 @@ def test_canonical_solution_passes_as_a_pytest_module(graded, task):
 def test_a_wrong_solution_passes_the_same_tests_as_a_pytest_module(graded, task, wrong):
     out, check = graded[("pytest-" + wrong, task)], graded[(wrong, task)]
 
-    assert out.metadata["verdict"] == check.metadata["verdict"], (show(out), show(check))
-    assert (out.metadata["passed"], out.metadata["total"]) == (check.metadata["passed"], check.metadata["total"])
+    assert out.verdict == check.verdict, (show(out), show(check))
+    assert (out.passed, out.total) == (check.passed, check.total)
     assert outcomes(out) == outcomes(check), (show(out), show(check))

@@ -140,10 +140,10 @@ def test_each_format_grades_exactly(graded, fmt, which):
     out = graded[f"{fmt}-{which}"]
 
     assert out.metadata["error"] is None, show(out)
-    assert (out.metadata["passed"], out.metadata["total"]) == (passed, total), show(out)
+    assert (out.passed, out.total) == (passed, total), show(out)
     assert out.reward == passed / total
     assert out.score == POLICY.score(passed / total) == (passed / total + 1) / 2
-    assert out.metadata["verdict"] == ("passed" if passed == total else "failed")
+    assert out.verdict == ("passed" if passed == total else "failed")
     assert len(out.metadata["tests"]) == total
     assert sum(t["outcome"] == "passed" for t in out.metadata["tests"]) == passed
 
@@ -242,24 +242,24 @@ run("loop-asserts", LOOP, TIMED["asserts"])
 def test_one_slow_case_costs_only_that_case(graded, fmt):
     out = graded[f"slow-{fmt}"]
 
-    assert out.metadata["verdict"] == "failed", show(out)
+    assert out.verdict == "failed", show(out)
     assert out.reward == 2 / 3
     assert [t["outcome"] for t in out.metadata["tests"]] == ["passed", "failed", "passed"]
     slow = out.metadata["tests"][1]
     assert slow["exc_type"].endswith("CaseTimeout"), show(out)
     assert "ran past 1.0 s" in slow["message"]
     # The case was stopped at its own limit, well before the run's deadline.
-    assert out.metadata["duration_s"] < 8
+    assert out.duration_s < 8
 
 
 @pytest.mark.parametrize("key", ["loop-call", "loop-stdio", "loop-asserts"])
 def test_every_case_looping_is_a_timeout(graded, key):
     out = graded[key]
 
-    assert out.metadata["verdict"] == "timeout", show(out)
+    assert out.verdict == "timeout", show(out)
     assert out.reward == POLICY.timeout_reward == -0.5
     assert out.score == 0.25
-    assert (out.metadata["passed"], out.metadata["total"]) == (0, 3)
+    assert (out.passed, out.total) == (0, 3)
     assert all(t["exc_type"].endswith("CaseTimeout") for t in out.metadata["tests"])
 
 
@@ -279,7 +279,7 @@ def test_program_exiting_non_zero_fails_its_cases(graded):
 
     # The output was right; the exit status was not.
     assert out.reward == 0.0, show(out)
-    assert out.metadata["verdict"] == "failed"
+    assert out.verdict == "failed"
     assert all("exited with status 3" in t["message"] for t in out.metadata["tests"])
 
 
@@ -296,14 +296,14 @@ def test_function_raising_fails_its_cases(graded, key):
     out = graded[key]
 
     assert out.reward == 0.0, show(out)
-    assert out.metadata["verdict"] == "failed"
+    assert out.verdict == "failed"
     assert all("add() raised ValueError: no adding today" in t["message"] for t in out.metadata["tests"])
 
 
 def test_syntax_error_is_a_crash(graded):
     out = graded["syntax-error-call"]
 
-    assert out.metadata["verdict"] == "syntax_error", show(out)
+    assert out.verdict == "syntax_error", show(out)
     assert out.reward == -1.0
 
 
@@ -312,7 +312,7 @@ def test_import_error_is_a_crash_in_generated_formats(graded, key):
     out = graded[key]
 
     assert "numpy_does_not_exist" in out.metadata["tests"][0]["message"]
-    assert (out.metadata["verdict"], out.reward) == ("import_error", -1.0), show(out)
+    assert (out.verdict, out.reward) == ("import_error", -1.0), show(out)
 
 
 # -- completions that try to beat the generated formats ----------------------------------------------
@@ -372,11 +372,11 @@ for _fmt, _name in HACKS:
 
 def assert_no_better_than_honest(graded, fmt: str, key: str) -> RewardOutput:
     honest, out = graded[f"honest-wrong-{fmt}"], graded[key]
-    assert (honest.reward, honest.metadata["verdict"]) == (0.0, "failed"), show(honest)
+    assert (honest.reward, honest.verdict) == (0.0, "failed"), show(honest)
     assert out.reward is not None, show(out)
     assert out.reward <= honest.reward, show(out)
-    assert out.metadata["passed"] == 0, show(out)
-    assert out.metadata["verdict"] != "passed"
+    assert out.passed == 0, show(out)
+    assert out.verdict != "passed"
     assert not any(t["outcome"] == "passed" for t in out.metadata["tests"]), show(out)
     return out
 

@@ -49,7 +49,7 @@ PROGRAMS = {
 def graded_by(mode: str) -> dict:
     with make_sandbox(mode, max_containers=2, retry_s=20, limits=LIMITS) as sandbox:
         outputs = CodeReward(sandbox, limits=LIMITS).score_many(SAMPLES)
-        seen = {s.id: (out.metadata.get("verdict"), out.reward,
+        seen = {s.id: (out.verdict, out.reward,
                        [(t["name"], t["outcome"]) for t in out.metadata.get("tests", [])])
                 for s, out in zip(SAMPLES, outputs, strict=True)}
         for key, (source, stdin, _) in PROGRAMS.items():

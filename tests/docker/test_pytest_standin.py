@@ -244,24 +244,24 @@ def show(out):
 @pytest.mark.parametrize("key", ["right", "right-in-process"])
 def test_what_a_pytest_module_does_works_out_of_process(graded, key):
     out = graded[key]
-    assert out.reward == 1.0 and out.metadata["total"] == TOTAL, show(out)
+    assert out.reward == 1.0 and out.total == TOTAL, show(out)
 
 
 def test_a_wrong_solution_fails_where_it_is_wrong(graded):
     out = graded["wrong"]
     failed = sorted(t["name"] for t in out.metadata["tests"] if t["outcome"] != "passed")
     assert failed == ["test_generator", "test_in_place", "test_instance_and_fixture"], show(out)
-    assert out.metadata["passed"] == TOTAL - 3  # test_in_place([1]) passes: reversed, [1] is sorted
+    assert out.passed == TOTAL - 3  # test_in_place([1]) passes: reversed, [1] is sorted
 
 
 def test_what_cannot_cross_fails_and_in_process_keeps_the_old_way(graded):
     out, old = graded["crossing"], graded["crossing-in-process"]
     messages = " ".join(t["message"] or "" for t in out.metadata["tests"])
-    assert out.metadata["passed"] == 0 and "cannot cross to the solution's process" in messages, show(out)
+    assert out.passed == 0 and "cannot cross to the solution's process" in messages, show(out)
     assert old.reward == 1.0, show(old)
 
 
 @pytest.mark.parametrize("key,verdict", [("missing-module", "import_error"), ("missing-name", "import_error"),
                                          ("raises-at-import", "collection_error"), ("import-in-test", "failed")])
 def test_an_import_that_fails_keeps_its_verdict(graded, key, verdict):
-    assert graded[key].metadata["verdict"] == verdict, show(graded[key])
+    assert graded[key].verdict == verdict, show(graded[key])

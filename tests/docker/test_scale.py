@@ -54,7 +54,7 @@ def show(out: RewardOutput) -> str:
 @pytest.mark.parametrize("key", ["asserts-10000-correct", "pytest-10000-correct"])
 def test_ten_thousand_tests_correct_is_a_full_pass(graded, key):
     out = graded[key]
-    assert (out.reward, out.metadata["verdict"], out.metadata["passed"], out.metadata["total"]) == \
+    assert (out.reward, out.verdict, out.passed, out.total) == \
         (1.0, "passed", CASES, CASES), show(out)
     assert len(out.metadata["tests"]) == CASES and not out.metadata.get("tampered")
 
@@ -62,7 +62,7 @@ def test_ten_thousand_tests_correct_is_a_full_pass(graded, key):
 @pytest.mark.parametrize("key", ["asserts-250-long-messages-wrong", "pytest-250-long-messages-wrong"])
 def test_long_failure_messages_are_a_plain_failure_not_an_output_limit(graded, key):
     out = graded[key]
-    assert (out.reward, out.metadata["verdict"], out.metadata["passed"], out.metadata["total"]) == \
+    assert (out.reward, out.verdict, out.passed, out.total) == \
         (0.0, "failed", 0, 250), show(out)
     messages = [t["message"] for t in out.metadata["tests"]]
     assert len(messages) == 250 and all("here is why, at length." in m for m in messages)
@@ -72,7 +72,7 @@ def test_thousands_of_long_failures_are_graded_exactly(graded):
     """The report keeps every test's outcome and sheds what does not fit of
     the failure messages, which are for people."""
     out = graded["asserts-2000-long-messages-wrong"]
-    assert (out.reward, out.metadata["verdict"], out.metadata["passed"], out.metadata["total"]) == \
+    assert (out.reward, out.verdict, out.passed, out.total) == \
         (0.0, "failed", 0, MANY_FAILURES), show(out)
     tests = out.metadata["tests"]
     assert len(tests) == MANY_FAILURES and {t["outcome"] for t in tests} == {"failed"}
@@ -81,4 +81,4 @@ def test_thousands_of_long_failures_are_graded_exactly(graded):
 
 def test_slow_correct_program_is_not_cut_short_by_the_default_deadline(graded):
     out = graded["stdio-60-slow-correct"]
-    assert (out.reward, out.metadata["verdict"], out.metadata["passed"]) == (1.0, "passed", 60), show(out)
+    assert (out.reward, out.verdict, out.passed) == (1.0, "passed", 60), show(out)

@@ -33,7 +33,7 @@ BATCH = SAMPLES + MIXED_SAMPLES  # every label format, passing to failing, misbe
 
 def graded(outputs) -> list[tuple]:
     """What must agree between backends: verdict, numbers and each test's outcome (not timings)."""
-    return [(o.metadata.get("verdict"), o.reward, o.score, o.metadata.get("error"),
+    return [(o.verdict, o.reward, o.score, o.metadata.get("error"),
              [(t["name"], t["outcome"]) for t in o.metadata.get("tests", [])]) for o in outputs]
 
 
@@ -69,7 +69,7 @@ def test_ray_grades_a_mixed_batch_exactly_like_the_local_backend(ray_box, local_
 
     assert len(outputs) == len(BATCH)
     assert graded(outputs) == local_grades
-    verdicts = {o.metadata.get("verdict") for o in outputs}
+    verdicts = {o.verdict for o in outputs}
     assert {"passed", "failed", "syntax_error", "timeout", "out_of_memory", "output_limit", "killed"} <= verdicts
 
 

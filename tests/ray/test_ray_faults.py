@@ -54,11 +54,11 @@ def test_a_node_killed_mid_batch_loses_no_sample():
             outputs = [f.result(timeout=240) for f in futures]
 
         assert list(answered.values()) == [1] * len(batch)  # every sample answered, and once
-        assert [o.metadata["verdict"] for o in outputs[:40]] == ["passed"] * 40
+        assert [o.verdict for o in outputs[:40]] == ["passed"] * 40
         with RaySandbox(SandboxConfig(ray=cluster.address, mode="pooled", limits=LIMITS, max_containers=2, retry_s=20)) as again:
             expected = CodeReward(again, limits=LIMITS).score_many(SAMPLES)  # the survivor alone
-        assert [(o.metadata.get("verdict"), o.reward) for o in outputs[40:]] == \
-               [(o.metadata.get("verdict"), o.reward) for o in expected]
+        assert [(o.verdict, o.reward) for o in outputs[40:]] == \
+               [(o.verdict, o.reward) for o in expected]
         lost = [w for w in caught if issubclass(w.category, WorkerLost)]
         assert lost and doomed[:12] in str(lost[0].message)  # a warning, not an error
         stats = box.cluster_stats()

@@ -227,7 +227,7 @@ def test_grpo_logs_what_rewardbox_scores_directly(tmp_path):
         direct = CorrectnessReward(sandbox).score_many(samples)
 
     assert [o.reward for o in direct] == step["rewards"][NAMES[0]]
-    assert [o.metadata.get("verdict") for o in direct] == step["extra"][f"{NAMES[0]}/verdict"]
+    assert [o.verdict for o in direct] == step["extra"][f"{NAMES[0]}/verdict"]
 
 
 @pytest.mark.parametrize("version", ["1.9.0", "1.8.0", "0.29.1"])

@@ -224,7 +224,7 @@ def test_trl_logs_verdicts_and_rates_when_trl_offers_to():
     extra, metrics = {}, {}
     kwargs = {**trl_kwargs(), "log_extra": extra.__setitem__, "log_metric": metrics.__setitem__}
     out = trl.trl_reward(FakeReward(), name="code")(**kwargs)
-    verdicts = [expected_output(s).metadata.get("verdict") or "unscorable" for s in trl_expected(kwargs)]
+    verdicts = [expected_output(s).verdict or "unscorable" for s in trl_expected(kwargs)]
     assert extra == {"code/verdict": verdicts}
     assert out.count(None) == 2 and out.count(1.0) == 1
     assert metrics == {"code/solved_frac": 1 / N, "code/unscorable_frac": 2 / N}

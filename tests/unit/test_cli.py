@@ -72,7 +72,7 @@ def test_unreadable_lines_become_answered_errors(line, sample_id, error):
     assert isinstance(done, Future)
     assert done.done()
     g = done.result(timeout=0)
-    assert (g.reward, g.score, g.metadata["verdict"]) == (None, None, None)
+    assert (g.reward, g.score, g.verdict) == (None, None, None)
     assert g.metadata["error"].startswith(error)
     assert "\n" not in g.metadata["error"]  # one line, naming the field
     assert _record(done, g)["id"] == sample_id

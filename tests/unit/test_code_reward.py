@@ -29,9 +29,8 @@ def test_passing_run(fake_sandbox, result):
 
     g = CodeReward(sandbox=box, limits=limits)(COMPLETION, LABEL)
 
-    m = g.metadata
-    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.PASSED, 1.0, 1.0, 4, 4)
-    assert g.metadata["duration_s"] == 0.4
+    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.PASSED, 1.0, 1.0, 4, 4)
+    assert g.duration_s == 0.4
     [request] = box.requests
     assert request.files == {"solution.py": CODE}  # the extracted code, not the raw completion
     assert request.tests == {"test_solution.py": TESTS}
@@ -43,8 +42,7 @@ def test_partial_credit(fake_sandbox, result):
 
     g = CodeReward(sandbox=box)(COMPLETION, json.dumps(LABEL))
 
-    m = g.metadata
-    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.FAILED, 0.5, 0.75, 2, 4)
+    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.FAILED, 0.5, 0.75, 2, 4)
 
 
 def test_tests_the_run_never_reported_count_as_failed(fake_sandbox, result):
@@ -53,7 +51,7 @@ def test_tests_the_run_never_reported_count_as_failed(fake_sandbox, result):
 
     g = CodeReward(sandbox=box)(COMPLETION, LABEL)
 
-    assert (g.metadata["verdict"], g.reward, g.metadata["passed"], g.metadata["total"]) == (Verdict.FAILED, 0.25, 1, 4)
+    assert (g.verdict, g.reward, g.passed, g.total) == (Verdict.FAILED, 0.25, 1, 4)
 
 
 @pytest.mark.parametrize("passes, reward, passed", [
@@ -65,8 +63,7 @@ def test_timeout(fake_sandbox, result, passes, reward, passed):
 
     g = CodeReward(sandbox=box)(COMPLETION, LABEL)
 
-    m = g.metadata
-    assert (m["verdict"], g.reward, m["passed"], m["total"]) == (Verdict.TIMEOUT, reward, passed, 4)
+    assert (g.verdict, g.reward, g.passed, g.total) == (Verdict.TIMEOUT, reward, passed, 4)
 
 
 @pytest.mark.parametrize("verdict, reward", [
@@ -82,8 +79,7 @@ def test_penalties(fake_sandbox, result, verdict, reward):
 
     g = CodeReward(sandbox=box)(COMPLETION, LABEL)
 
-    m = g.metadata
-    assert (m["verdict"], g.reward, m["passed"], m["total"], m["message"]) == (verdict, reward, 0, 4, "what happened")
+    assert (g.verdict, g.reward, g.passed, g.total, g.metadata["message"]) == (verdict, reward, 0, 4, "what happened")
     assert len(box.requests) == 1
 
 
@@ -94,8 +90,7 @@ def test_no_code_starts_no_run(fake_sandbox, completion):
     g = CodeReward(sandbox=box)(completion, LABEL)
 
     assert box.requests == []
-    m = g.metadata
-    assert (m["verdict"], g.reward, g.score, m["passed"], m["total"]) == (Verdict.NO_CODE, -1.0, 0.0, 0, 4)
+    assert (g.verdict, g.reward, g.score, g.passed, g.total) == (Verdict.NO_CODE, -1.0, 0.0, 0, 4)
 
 
 @pytest.mark.parametrize("label", [None, "not json", 42, {"kind": "nope"}, {"pytest": "def helper(): pass"},
@@ -108,7 +103,7 @@ def test_unusable_label_gives_no_reward(fake_sandbox, caplog, label):
 
     g = future.result(timeout=0)
     assert box.requests == []
-    assert (g.reward, g.score, g.metadata["verdict"]) == (None, None, None)
+    assert (g.reward, g.score, g.verdict) == (None, None, None)
     assert g.metadata["error"]
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
     assert "sample s-1: unusable label" in caplog.records[0].getMessage()
@@ -119,7 +114,7 @@ def test_label_with_unhashable_kind_gives_no_reward(fake_sandbox):
 
     g = CodeReward(sandbox=box)(COMPLETION, {"kind": ["pytest"], "pytest": TESTS})
 
-    assert (g.reward, g.metadata["verdict"]) == (None, None)
+    assert (g.reward, g.verdict) == (None, None)
     assert box.requests == []
 
 

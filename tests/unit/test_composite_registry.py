@@ -68,9 +68,9 @@ def test_weighted_sum_with_normalised_weights():
     out = CompositeReward([(main, 9), (fmt, 1)])(SAMPLE.completion)
     assert out.reward == pytest.approx(0.9 * 0.5 + 0.1 * 1.0)
     assert out.score == pytest.approx(0.9 * 0.75 + 0.1 * 1.0)
-    assert out.metadata["verdict"] == "failed"
+    assert out.verdict == "failed"
     assert out.metadata["weights"] == {"correctness": pytest.approx(0.9), "format": pytest.approx(0.1)}
-    assert out.metadata["components"] == {
+    assert out.details()["components"] == {  # the JSON view: as before the fields were typed
         "correctness": {"reward": 0.5, "score": 0.75, "metadata": {"verdict": "failed", "passed": 1, "total": 2}},
         "format": {"reward": 1.0, "score": 1.0, "metadata": {"verdict": "passed"}},
     }
@@ -98,10 +98,10 @@ def test_an_unscorable_component_makes_the_sample_unscorable():
     out = CompositeReward([(main, 0.9), (fmt, 0.1)])("x")
     assert (out.reward, out.score) == (None, None)
     assert out.metadata["error"] == "correctness: label: no tests"
-    assert out.metadata["verdict"] is None
-    assert out.metadata["components"]["format"]["reward"] == 0.0
+    assert out.verdict is None
+    assert out.components["format"].reward == 0.0
     later = CompositeReward([(Fixed("a", 1.0, verdict="passed"), 1), (Fixed("b", None, error="bad"), 1)])("x")
-    assert later.reward is None and later.metadata["error"] == "b: bad" and later.metadata["verdict"] == "passed"
+    assert later.reward is None and later.metadata["error"] == "b: bad" and later.verdict == "passed"
 
 
 def test_components_are_all_submitted_before_any_result_is_awaited():
@@ -114,7 +114,7 @@ def test_components_are_all_submitted_before_any_result_is_awaited():
     slow.futures[0].set_result(RewardOutput(reward=0.0, score=0.0, metadata={"verdict": "timeout"}))
     assert combined.done()
     out = combined.result(timeout=0)
-    assert out.reward == 0.5 and out.metadata["verdict"] == "timeout"
+    assert out.reward == 0.5 and out.verdict == "timeout"
 
 
 def test_score_many_submits_the_whole_batch_first():
@@ -143,7 +143,7 @@ def test_a_failure_of_ours_propagates_after_all_components_finish():
 def test_duplicate_component_names_get_suffixes():
     mix = CompositeReward([(Fixed("f", 1.0), 1), (Fixed("f", 0.0), 1), (Fixed("f#2", 0.5), 1), (Fixed("f", 0.0), 1)])
     assert [key for key, _, _ in mix.components] == ["f", "f#2", "f#2#2", "f#3"]
-    assert set(mix("x").metadata["components"]) == {"f", "f#2", "f#2#2", "f#3"}
+    assert set(mix("x").components) == {"f", "f#2", "f#2#2", "f#3"}
 
 
 @pytest.mark.parametrize("components, error", [
@@ -158,7 +158,7 @@ def test_invalid_compositions(components, error):
 def test_zero_weight_component_is_still_scored_and_logged():
     zero = Fixed("z", 0.0)
     out = CompositeReward([(Fixed("a", 1.0), 1), (zero, 0)])("x")
-    assert out.reward == 1.0 and zero.calls == 1 and "z" in out.metadata["components"]
+    assert out.reward == 1.0 and zero.calls == 1 and "z" in out.components
 
 
 # --- FunctionReward and @reward
@@ -229,8 +229,8 @@ def test_return_values(value, reward, score):
 
 
 def test_dict_extras_become_metadata():
-    out = to_output({"reward": 1.0, "verdict": "passed", "token_rewards": [0.0, 1.0]})
-    assert out.metadata == {"verdict": "passed"} and out.token_rewards == [0.0, 1.0]
+    out = to_output({"reward": 1.0, "verdict": "passed", "why": "ok", "token_rewards": [0.0, 1.0]})
+    assert out.metadata == {"why": "ok"} and out.verdict == "passed" and out.token_rewards == [0.0, 1.0]
 
 
 def test_no_reward_returns():
@@ -513,7 +513,7 @@ def test_resolve_a_composition(mixable, spec, weights):
 def test_resolved_composition_scores(mixable):
     out = mixable.resolve("correctness=0.9,format=0.1")("x")
     assert out.reward == pytest.approx(0.55) and out.score == pytest.approx(0.775)
-    assert out.metadata["verdict"] == "failed"
+    assert out.verdict == "failed"
 
 
 @pytest.mark.parametrize("spec, error, match", [

@@ -47,14 +47,14 @@ THINK_ANSWER_BAD = [
 def test_think_answer_accepts(completion):
     out = FormatReward.think_answer()(completion)
     assert (out.reward, out.score) == (1.0, 1.0)
-    assert out.metadata == {"verdict": "passed", "format_ok": True, "failed_rule": None, "failed_pattern": None}
+    assert out.details() == {"verdict": "passed", "format_ok": True, "failed_rule": None, "failed_pattern": None}
 
 
 @pytest.mark.parametrize("completion", THINK_ANSWER_BAD)
 def test_think_answer_rejects(completion):
     out = FormatReward.think_answer()(completion)
     assert (out.reward, out.score) == (0.0, 0.0)
-    assert out.metadata["verdict"] == "failed" and out.metadata["format_ok"] is False
+    assert out.verdict == "failed" and out.metadata["format_ok"] is False
     assert out.metadata["failed_rule"] == "required"
     assert out.metadata["failed_pattern"] == THINK_ANSWER.required[0]
 
@@ -123,14 +123,14 @@ ONE_BLOCK_BAD = [
 def test_one_code_block_accepts(completion):
     out = FormatReward.one_code_block()(completion)
     assert out.reward == 1.0, out.metadata
-    assert out.metadata["verdict"] == "passed"
+    assert out.verdict == "passed"
 
 
 @pytest.mark.parametrize("completion", ONE_BLOCK_BAD)
 def test_one_code_block_rejects(completion):
     out = FormatReward.one_code_block()(completion)
     assert out.reward == 0.0
-    assert out.metadata["verdict"] == "failed"
+    assert out.verdict == "failed"
 
 
 def test_one_code_block_names_the_broken_rule():

@@ -52,7 +52,7 @@ def test_a_check_label_joins_deep_code_without_raising(code, fake_sandbox):
     sandbox = fake_sandbox(RunResult(verdict=Verdict.SYNTAX_ERROR, message="RecursionError"))
     out = CodeReward(sandbox).score(Sample(completion=code, prompt="def f(x):\n", label={**CHECK, "prompt": "def f(x):\n"}))
 
-    assert out.metadata["verdict"] == "syntax_error" and out.reward == -1.0
+    assert out.verdict == "syntax_error" and out.reward == -1.0
     assert sandbox.requests[0].files["solution.py"].endswith(code)
 
 

@@ -105,7 +105,7 @@ def test_the_answer_read(reward, completion, answer):
 def test_correct_answers_score_one(reward, completion, label):
     output = reward.score(sample(completion, label))
     assert (output.reward, output.score) == (1.0, 1.0), output.metadata
-    assert output.metadata["verdict"] == "passed"
+    assert output.verdict == "passed"
     assert output.metadata["timeout"] is False
 
 
@@ -123,7 +123,7 @@ def test_correct_answers_score_one(reward, completion, label):
 def test_wrong_answers_score_zero(reward, completion, label):
     output = reward.score(sample(completion, label))
     assert (output.reward, output.score) == (0.0, 0.0), output.metadata
-    assert output.metadata["verdict"] == "failed"
+    assert output.verdict == "failed"
 
 
 # --- several answers, final-answer statements, hedges, false equations, text golds ----------
@@ -244,9 +244,9 @@ def test_metadata(reward):
     assert output.metadata["answer"] == "\\frac{1}{2}"
     assert output.metadata["expected"] == "0.5"
     assert output.metadata["timeout"] is False
-    assert 0 <= output.metadata["duration_s"] < 60
-    nothing = reward.score(sample("<think>Let me see", "42")).metadata
-    assert nothing["answer"] is None and nothing["verdict"] == "failed"
+    assert 0 <= output.duration_s < 60
+    nothing = reward.score(sample("<think>Let me see", "42"))
+    assert nothing.metadata["answer"] is None and nothing.verdict == "failed"
     long = reward.score(sample("\\boxed{" + "1+" * 500 + "1}", "2")).metadata
     assert len(long["answer"]) == 200
 
@@ -297,7 +297,7 @@ def test_pathological_answer_is_killed_at_the_deadline(quick, completion):
     elapsed = time.monotonic() - start
     assert elapsed < quick.config.timeout_s + 4
     assert (output.reward, output.score) == (0.0, 0.0)
-    assert output.metadata["timeout"] is True and output.metadata["verdict"] == "failed"
+    assert output.metadata["timeout"] is True and output.verdict == "failed"
     after = quick.score(sample("\\boxed{\\frac{1}{2}}", "0.5"))  # the pool replaced its killed worker
     assert after.reward == 1.0
 
@@ -323,7 +323,7 @@ def test_concurrent_threads_agree_with_sequential(reward):
 
 
 def _essence(output: RewardOutput) -> tuple:
-    return output.reward, output.score, output.metadata.get("verdict"), output.metadata.get("answer")
+    return output.reward, output.score, output.verdict, output.metadata.get("answer")
 
 
 def test_score_many_keeps_the_order(reward):
@@ -366,7 +366,7 @@ class _CrashingOnce(MathReward):
 def test_an_answer_that_crashes_the_worker_twice_scores_wrong():
     with _Crashing(MathConfig(workers=1)) as reward:
         output = reward.score(sample("\\boxed{41}", "42"))
-        assert (output.reward, output.metadata["verdict"]) == (0.0, "failed")
+        assert (output.reward, output.verdict) == (0.0, "failed")
         assert "crashed the math parser twice" in output.metadata["error"]
         assert output.metadata["answer"] == "\\boxed{41}"  # where it was looked for: it was never read
         assert reward.score(sample("#### 42", "42")).reward == 1.0  # a plain number needs no worker

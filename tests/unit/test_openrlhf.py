@@ -151,7 +151,7 @@ def test_one_sample_per_call_from_32_threads_at_once(reward_file, fake):
         assert result["extra_logs"]["timeout_rate"].item() == float(KINDS[i % 5] == "SLOW")
         assert result["extra_logs"]["crash_rate"].item() == float(KINDS[i % 5] == "CRASH")
         assert result["extra_logs"]["format_rate"].item() == float(KINDS[i % 5] != "prose only")
-        assert result["extra_logs"]["sandbox_latency_s"].item() == expected.metadata["duration_s"]
+        assert result["extra_logs"]["sandbox_latency_s"].item() == expected.duration_s
         assert result["extra_logs"]["label_error_rate"].item() == 0.0
 
 
@@ -167,7 +167,7 @@ def test_a_batch_of_64_matches_the_reward_called_directly(reward_file, fake):
     # OpenRLHF logs the mean of each per-sample tensor: the means are the rates.
     assert logs["pass_rate"].mean().item() == pytest.approx(sum(KINDS[i % 5] == "PASS" for i in range(64)) / 64)
     assert logs["timeout_rate"].mean().item() == pytest.approx(sum(KINDS[i % 5] == "SLOW" for i in range(64)) / 64)
-    assert logs["sandbox_latency_s"].tolist() == [e.metadata["duration_s"] for e in expected]
+    assert logs["sandbox_latency_s"].tolist() == [e.duration_s for e in expected]
 
 
 def test_the_reward_gets_the_response_and_the_prompt(reward_file, fake):
