@@ -247,8 +247,9 @@ def recording_engine(**options):
                 self.timings[container_id] = {"create": time.monotonic() - started}
             return container_id
 
-        def attach(self, container_id):
-            return self._timed(container_id, "attach", lambda: super(RecordingEngine, self).attach(container_id))
+        def attach(self, container_id, stderr_tail=None):
+            return self._timed(container_id, "attach",
+                               lambda: super(RecordingEngine, self).attach(container_id, stderr_tail))
 
         def start(self, container_id):
             return self._timed(container_id, "start", lambda: super(RecordingEngine, self).start(container_id))

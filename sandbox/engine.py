@@ -14,9 +14,10 @@ service turns into `/metrics` and `/healthz` (no metrics library here).
 import logging
 import os
 import socket
+import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from functools import cached_property
 from typing import Any, TypeVar
@@ -55,6 +56,10 @@ DISK_HINT = "free space on the filesystem of the engine's data root (`docker inf
 # it still bounds the code, not gVisor's start-up.
 GVISOR_PIDS_BASE = 64
 GVISOR_PIDS_PER_PROCESS = 6
+# A frame of the attach stream: stream id (1 stdout, 2 stderr), three bytes of
+# padding, the payload's length (big-endian); then the payload.
+FRAME_HEADER = struct.Struct(">BxxxL")
+STDERR_STREAM = 2
 ENGINE_HINT = (
     "start a Docker engine (Debian: `apt-get install docker.io && dockerd &`, "
     "or `systemctl start docker`) and check DOCKER_HOST"
@@ -214,6 +219,102 @@ def container_end(events: list[dict[str, Any]]) -> ContainerEnd:
     return end.model_copy(update={"oom_at": tuple(oom_at)})
 
 
+def demultiplex(frames: bytearray, stdout: bytearray, stderr: bytearray) -> None:
+    """Moves every whole frame of `frames` (the attach stream's bytes, as
+    received) to `stdout` or `stderr`; a partial frame stays for the next read.
+
+    >>> frames = bytearray(FRAME_HEADER.pack(1, 2) + b"hi" + FRAME_HEADER.pack(2, 3) + b"er")
+    >>> out, err = bytearray(), bytearray()
+    >>> demultiplex(frames, out, err)
+    >>> bytes(out), bytes(err), len(frames)
+    (b'hi', b'', 10)
+    >>> frames += b"r"  # the rest of the second frame
+    >>> demultiplex(frames, out, err)
+    >>> bytes(out), bytes(err), len(frames)
+    (b'hi', b'err', 0)
+    """
+    while len(frames) >= FRAME_HEADER.size:
+        stream, size = FRAME_HEADER.unpack_from(frames)
+        if len(frames) < FRAME_HEADER.size + size:
+            break
+        payload = frames[FRAME_HEADER.size:FRAME_HEADER.size + size]
+        del frames[:FRAME_HEADER.size + size]
+        (stderr if stream == STDERR_STREAM else stdout).extend(payload)
+
+
+class AttachChannel:
+    """A container's attached stdin, stdout and stderr: one connection of our
+    own, on which the engine multiplexes the two outputs in frames. Reads
+    demultiplex them into `stdout` and `stderr` (of which only the last
+    `stderr_tail` bytes are kept, when given); `close` ends the connection."""
+
+    def __init__(self, sock: socket.socket, stderr_tail: int | None = None):
+        self._sock = sock
+        self._frames = bytearray()  # received, not yet a whole frame
+        self._stderr_tail = stderr_tail
+        self.stdout = bytearray()  # demultiplexed, not yet consumed
+        self.stderr = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def end_input(self) -> None:
+        """EOF on the container's stdin; its output can still be read."""
+        self._sock.shutdown(socket.SHUT_WR)
+
+    def read(self, deadline: float) -> bool:
+        """Reads what arrives before `deadline` (a `time.monotonic()` time);
+        False at EOF. Raises TimeoutError at the deadline."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(65536)
+        if not chunk:
+            return False
+        self._frames += chunk
+        demultiplex(self._frames, self.stdout, self.stderr)
+        if self._stderr_tail is not None:
+            del self.stderr[:-self._stderr_tail]
+        return True
+
+    @property
+    def received(self) -> int:
+        """Bytes held: both outputs and a partial frame."""
+        return len(self.stdout) + len(self.stderr) + len(self._frames)
+
+    def close(self) -> None:
+        # shutdown() really ends the connection; close() alone leaves it open while
+        # anything else holds the socket, and the engine then blocks writing to it
+        # (kill and remove hang).
+        with suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+class ContainerState(BaseModel):
+    """A stopped container's state, as the engine inspects it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    running: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+
+
+def container_state(state: Mapping[str, Any]) -> ContainerState:
+    """The `State` of `APIClient.inspect_container` as a `ContainerState`.
+
+    >>> container_state({"Running": False, "ExitCode": 137, "OOMKilled": True})
+    ContainerState(running=False, exit_code=137, oom_killed=True)
+    >>> container_state({})
+    ContainerState(running=False, exit_code=None, oom_killed=False)
+    """
+    code = state.get("ExitCode")
+    return ContainerState(running=bool(state.get("Running")), exit_code=code if isinstance(code, int) else None,
+                          oom_killed=bool(state.get("OOMKilled")))
+
+
 class DockerEngine:
     """Thin, retrying wrapper over the Docker API for sandbox containers."""
 
@@ -356,13 +457,18 @@ class DockerEngine:
     # attach, start and wait are not retried in place: once the engine has failed
     # under a container, the run is repeated whole in a new one (Sandbox.run).
 
-    def attach(self, container_id: str) -> socket.socket:
-        """A raw socket on the container's stdin, stdout and stderr (multiplexed)."""
+    def attach(self, container_id: str, stderr_tail: int | None = None) -> AttachChannel:
+        """A channel on the container's stdin, stdout and stderr."""
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         with _lost_if_gone(container_id):
-            sock = self._api.attach_socket(container_id, params=params)
-        raw: socket.socket = getattr(sock, "_sock", sock)  # docker-py's SocketIO wraps it
-        return raw
+            response = self._api.attach_socket(container_id, params=params)
+        raw: socket.socket = getattr(response, "_sock", response)  # docker-py's SocketIO wraps it
+        # A socket of our own: docker-py closes the one it made when the collector
+        # frees its response, which for a long-lived container comes.
+        try:
+            return AttachChannel(raw.dup(), stderr_tail)
+        finally:
+            raw.close()
 
     def start(self, container_id: str) -> None:
         with _lost_if_gone(container_id):
@@ -375,8 +481,8 @@ class DockerEngine:
             if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
                 raise
 
-    def wait(self, container_id: str, timeout_s: float) -> tuple[dict[str, Any], bool]:
-        """The container's final state (ExitCode, OOMKilled) once it has
+    def wait(self, container_id: str, timeout_s: float) -> tuple[ContainerState, bool]:
+        """The container's final state once it has
         stopped, and whether we had to kill it here. A lost connection to the
         engine raises (the container's end is then unknown)."""
         killed = False
@@ -386,7 +492,7 @@ class DockerEngine:
             except requests.exceptions.ReadTimeout:
                 self.kill(container_id)
                 killed = True
-            return self._api.inspect_container(container_id)["State"], killed
+            return container_state(self._api.inspect_container(container_id)["State"]), killed
 
     def ended(self, container_id: str, since: float, timeout_s: float) -> tuple[ContainerEnd, bool]:
         """How an auto-removed container created after `since` ended, once the

@@ -19,9 +19,7 @@ attached connection goes, and the engine removes a pooled container once it
 exits. So how one ended under a run is read from the engine's events.
 """
 
-import contextlib
 import logging
-import socket
 import threading
 import time
 import uuid
@@ -30,28 +28,19 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from rewardbox.sandbox.engine import DockerEngine
-from rewardbox.sandbox.errors import ContainerLost, HarnessError, SandboxError
+from rewardbox.sandbox.engine import AttachChannel, DockerEngine
+from rewardbox.sandbox.errors import ContainerLost, SandboxError
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
-from rewardbox.sandbox.protocol import (
-    PHASE_HARNESS_ERROR,
-    READY,
-    Report,
-    encode_request,
-    harness_protocol,
-    new_nonce,
-    parse_report,
-)
+from rewardbox.sandbox.protocol import READY, Report, encode_request, harness_protocol, new_nonce, parse_report
 from rewardbox.sandbox.runner import (
     DEFAULT_IMAGE,
     DEFAULT_MAX_CONTAINERS,
     DEFAULT_RETRY_S,
-    FRAME_HEADER,
     REPORT_MARGIN_BYTES,
+    ContainerFate,
     Sandbox,
     SandboxStats,
 )
-from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
 
@@ -73,43 +62,14 @@ def warm_container_ids() -> set[str]:
 
 @dataclass(eq=False)
 class PoolContainer:
-    """One pooled container and its open attach stream."""
+    """One pooled container and its open attach channel."""
 
     id: str
-    sock: socket.socket
+    channel: AttachChannel
     limits: Limits
     created: float = field(default_factory=time.monotonic)
     created_at: float = field(default_factory=time.time)  # wall clock, for the engine's event log
     runs: int = 0
-    frames: bytearray = field(default_factory=bytearray)  # undecoded bytes of the stream
-    stdout: bytearray = field(default_factory=bytearray)  # decoded, not yet consumed
-    stderr: bytearray = field(default_factory=bytearray)
-
-    def read(self, deadline: float) -> bool:
-        """Reads what arrives before `deadline` into stdout/stderr; False at EOF.
-        Raises TimeoutError at the deadline."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        self.sock.settimeout(remaining)
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            return False
-        self.frames += chunk
-        while len(self.frames) >= FRAME_HEADER.size:
-            stream, size = FRAME_HEADER.unpack_from(self.frames)
-            if len(self.frames) < FRAME_HEADER.size + size:
-                break
-            payload = self.frames[FRAME_HEADER.size:FRAME_HEADER.size + size]
-            del self.frames[:FRAME_HEADER.size + size]
-            (self.stderr if stream == 2 else self.stdout).extend(payload)
-            del self.stderr[:-4096]  # only the tail is ever shown
-        return True
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
 
 
 class PooledSandbox(Sandbox):
@@ -181,24 +141,21 @@ class PooledSandbox(Sandbox):
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
                                           command=command, lifetime_s=lifetime, auto_remove=True)
         self._count(containers=1)
-        container = None
+        channel = None
         try:
-            attached = self.engine.attach(container_id)
-            # A socket of our own: docker-py closes the one it made when the
-            # collector frees its response, which for a long-lived container comes.
-            container = PoolContainer(container_id, attached.dup(), limits)
-            attached.close()
+            # Only the tail of a long-lived container's stderr is ever shown.
+            channel = self.engine.attach(container_id, stderr_tail=4096)
             self.engine.start(container_id)
             deadline = time.monotonic() + READY_TIMEOUT_S
-            while READY not in container.stdout:
-                if not container.read(deadline):
+            while READY not in channel.stdout:
+                if not channel.read(deadline):
                     raise ContainerLost(f"pool container {container_id[:12]} exited while starting: "
-                                        f"{bytes(container.stderr[-500:]).decode('utf-8', 'replace')}")
-            del container.stdout[:container.stdout.index(READY) + len(READY)]
-            return container
+                                        f"{bytes(channel.stderr[-500:]).decode('utf-8', 'replace')}")
+            del channel.stdout[:channel.stdout.index(READY) + len(READY)]
+            return PoolContainer(container_id, channel, limits)
         except BaseException:
-            if container is not None:
-                container.close()
+            if channel is not None:
+                channel.close()
             self._remove_id(container_id)
             raise
 
@@ -279,7 +236,7 @@ class PooledSandbox(Sandbox):
                 self._changed.notify_all()
 
     def _remove(self, container: PoolContainer) -> None:
-        container.close()
+        container.channel.close()
         self._remove_id(container.id)
 
     def _remove_id(self, container_id: str) -> None:
@@ -311,20 +268,20 @@ class PooledSandbox(Sandbox):
         sent_at = time.time()
         deadline = started + limits.timeout_s + limits.startup_grace_s
         cap = limits.output_bytes + REPORT_MARGIN_BYTES
-        report, ended, deadline_hit, capped = None, False, False, False
+        channel = container.channel
+        report, deadline_hit, capped = None, False, False
         try:
-            container.sock.sendall(encode_request(request, nonce) + b"\n")
+            channel.send(encode_request(request, nonce) + b"\n")
             while report is None:
-                report = _take_report(container, nonce)
+                report = _take_report(channel, nonce)
                 if report is not None:
                     break
-                if len(container.stdout) > cap:
+                if len(channel.stdout) > cap:
                     capped = True
                     break
                 try:
-                    if not container.read(deadline):
-                        ended = True
-                        break
+                    if not channel.read(deadline):
+                        break  # the container ended
                 except TimeoutError:
                     deadline_hit = True
                     break
@@ -334,49 +291,42 @@ class PooledSandbox(Sandbox):
             raise
         if report is not None:
             self._give_back(container, report.recycle)
-            if report.phase == PHASE_HARNESS_ERROR and report.not_started:
-                # Nothing of the run's code ran (the zygote could not fork): the
-                # caller runs it again in a fresh container, as after a lost one.
-                raise ContainerLost(f"pooled container {container.id[:12]} could not start the run: {report.message}")
-            if report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
-                raise HarnessError(f"the sandbox harness failed: {report.message}")
-            return judge(report, ContainerFacts(duration_s=_elapsed(started), oom_killed=report.oom_killed))
+            return self._finish(container.id, report, None, started)
         # No report: the container ended, or we end it. Its events say why.
         try:
-            killed_late = False
-            if deadline_hit or capped:
-                self.engine.kill(container.id)
-            end, killed_late = self.engine.ended(container.id, since=container.created_at, timeout_s=30)
-            # Its harness is pid 1, which the code cannot kill: a container that
-            # ended under a run died of memory, or was stopped from outside (an
-            # idle one, say, before this run came), or went down with an earlier
-            # run's memory (the container outlives an OOM kill; its events keep it).
-            oom_in_run = end.oom_since(sent_at)
-            if ended and not killed_late and not oom_in_run and (
-                    end.finished_at < sent_at or end.stopped_from_outside or end.oom_at):
-                raise ContainerLost(f"pooled container {container.id[:12]} was killed or stopped from outside, "
-                                    f"or by an earlier run's memory (exit code {end.exit_code})")
+            fate = self._stop(container.id, None, killed=deadline_hit or capped, created_at=container.created_at,
+                              sent_at=sent_at)
         finally:
             self._remove_in_background(container)
             self._replenish(limits)
-        stderr = bytes(container.stderr[-4096:]).decode("utf-8", "replace")
+        return self._finish(container.id, None, fate, started, deadline_hit=deadline_hit, capped=capped,
+                            stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
+
+    def _await_end(self, container_id: str, report: Report | None, *, killed: bool, created_at: float,
+                   sent_at: float) -> ContainerFate:
+        """A pooled container's end, from the engine's events (it is removed
+        once it exits). Its harness is pid 1, which the code cannot kill: a
+        container that ended under a run, unless we killed it, died of memory,
+        or was stopped from outside (an idle one, say, before this run came), or
+        went down with an earlier run's memory (the container outlives an OOM
+        kill; its events keep it)."""
+        end, killed_late = self.engine.ended(container_id, since=created_at, timeout_s=30)
+        ended = not killed and not killed_late  # on its own, under this run
+        oom_in_run = end.oom_since(sent_at)
+        lost = ended and not oom_in_run and (end.finished_at < sent_at or end.stopped_from_outside or bool(end.oom_at))
         # Under gVisor the kernel's OOM killer takes the whole sandbox (its
         # processes are the host's), and the engine does not flag OOMKilled: a
         # container that ended on SIGKILL under a run, not from outside, died of memory.
-        died_of_memory = ended and not killed_late and end.exit_code == 137
-        return judge(None, ContainerFacts(duration_s=_elapsed(started), deadline_hit=deadline_hit,
-                                          output_capped=capped, oom_killed=oom_in_run or died_of_memory,
-                                          exit_code=end.exit_code, stderr=stderr))
-
-
-def _elapsed(started: float) -> float:
-    return round(time.monotonic() - started, 6)
+        died_of_memory = ended and end.exit_code == 137
+        return ContainerFate(exit_code=end.exit_code, oom_killed=oom_in_run or died_of_memory,
+                             lost=f"pooled container {container_id[:12]} was killed or stopped from outside, "
+                                  "or by an earlier run's memory" if lost else None)
 
 
 def _abandon(engine: DockerEngine, idle: "deque[PoolContainer]") -> None:
     while idle:
         container = idle.pop()
-        container.close()
+        container.channel.close()
         try:
             engine.remove(container.id)
         except Exception as exc:  # noqa: BLE001 - at exit or in the collector: warn, never raise
@@ -390,14 +340,14 @@ def _same_container(a: Limits, b: Limits) -> bool:
     return a.model_dump(exclude=per_run) == b.model_dump(exclude=per_run)
 
 
-def _take_report(container: PoolContainer, nonce: str) -> Report | None:
+def _take_report(channel: AttachChannel, nonce: str) -> Report | None:
     """This run's report if a whole line of it has arrived (consumed with all
     before it); None otherwise."""
-    end = container.stdout.rfind(b"\n")
+    end = channel.stdout.rfind(b"\n")
     if end < 0:
         return None
-    report = parse_report(bytes(container.stdout[:end]), nonce)
+    report = parse_report(bytes(channel.stdout[:end]), nonce)
     if report is not None:
-        del container.stdout[:end + 1]
+        del channel.stdout[:end + 1]
     return report
 

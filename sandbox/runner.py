@@ -7,10 +7,7 @@ container) when the engine fails under it. `stats()` and `probe()` are for
 monitoring: plain numbers, read by the service's `/metrics` and `/healthz`.
 """
 
-import contextlib
 import logging
-import socket
-import struct
 import threading
 import time
 import uuid
@@ -20,10 +17,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox.images import image_tag
-from rewardbox.sandbox.engine import DockerEngine, EngineProbe, probe_engine
+from rewardbox.sandbox.engine import AttachChannel, DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from rewardbox.sandbox.models import RunRequest, RunResult
-from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, PHASE_HARNESS_ERROR, encode_request, new_nonce, parse_report
+from rewardbox.sandbox.protocol import (
+    MAX_REPORT_BYTES,
+    PHASE_HARNESS_ERROR,
+    Report,
+    encode_request,
+    new_nonce,
+    parse_report,
+)
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,6 @@ DEFAULT_RETRY_S = 60.0
 # Read beyond the output limit: the harness's report (test records, output heads),
 # its prefix and signature. Only the solution's own output is held to the limit.
 REPORT_MARGIN_BYTES = MAX_REPORT_BYTES + (64 << 10)
-FRAME_HEADER = struct.Struct(">BxxxL")
 
 
 class SandboxStats(BaseModel):
@@ -48,6 +51,16 @@ class SandboxStats(BaseModel):
     engine_errors: int = 0  # engine calls and run connections that failed on the engine's side
     engine_call_retries: int = 0  # engine calls repeated after such a failure
     run_retries: int = 0  # whole runs started again in a new container
+
+
+class ContainerFate(BaseModel):
+    """How a container ended under a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None = None
+    oom_killed: bool = False  # memory ran out in this run
+    lost: str | None = None  # why the end was nobody's doing in the run (None: it was the run's, or ours)
 
 
 class Sandbox:
@@ -151,70 +164,87 @@ class Sandbox:
         container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor)
         self._count(containers=1)
         try:
-            sock = self.engine.attach(container_id)
+            channel = self.engine.attach(container_id)
             try:
                 self.engine.start(container_id)
                 hard_deadline = time.monotonic() + limits.timeout_s + limits.startup_grace_s
-                sock.sendall(encode_request(request, nonce))
-                sock.shutdown(socket.SHUT_WR)
-                cap = limits.output_bytes + REPORT_MARGIN_BYTES
-                stdout, stderr, capped, deadline_hit = _drain(sock, hard_deadline, cap)
+                channel.send(encode_request(request, nonce))
+                channel.end_input()
+                capped, deadline_hit = _drain(channel, hard_deadline, limits.output_bytes + REPORT_MARGIN_BYTES)
             finally:
-                # shutdown() really ends the connection; close() alone leaves it to the
-                # garbage collector while docker-py holds a reference, and the engine
-                # blocks writing to it (kill and remove then hang).
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-            if capped or deadline_hit:
-                self.engine.kill(container_id)
-            state, killed_late = self.engine.wait(container_id, timeout_s=30)
-            report = parse_report(bytes(stdout), nonce)
-            if (report is None and not (capped or deadline_hit or killed_late or state.get("OOMKilled"))
-                    and self.engine.stopped_from_outside(container_id, since=created_at)):
-                raise ContainerLost(f"container {container_id[:12]} was killed or stopped from outside "
-                                    f"(exit code {state.get('ExitCode')})")
+                channel.close()
+            report = parse_report(bytes(channel.stdout), nonce)
+            fate = self._stop(container_id, report, killed=capped or deadline_hit, created_at=created_at,
+                              sent_at=created_at)
         finally:
             try:
                 self.engine.remove(container_id)
             finally:
                 self._count(containers=-1)
-        if report is not None and report.phase == PHASE_HARNESS_ERROR and not report.harness_attacked:
-            raise HarnessError(f"the sandbox harness failed: {report.message}")
+        return self._finish(container_id, report, fate, started, deadline_hit=deadline_hit, capped=capped,
+                            stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
+
+    # -- the end of a run, cold or pooled ------------------------------------
+
+    def _stop(self, container_id: str, report: Report | None, *, killed: bool, created_at: float,
+              sent_at: float) -> ContainerFate:
+        """Kills the container if the run is over without it (deadline, output
+        cap), waits for its end, and raises ContainerLost when that end was
+        nobody's doing in the run (stopped from outside): the caller repeats the
+        run in a new container. `created_at` and `sent_at` are wall-clock times
+        of the container's creation and of the run's request."""
+        if killed:
+            self.engine.kill(container_id)
+        fate = self._await_end(container_id, report, killed=killed, created_at=created_at, sent_at=sent_at)
+        if fate.lost is not None:
+            raise ContainerLost(f"{fate.lost} (exit code {fate.exit_code})")
+        return fate
+
+    def _await_end(self, container_id: str, report: Report | None, *, killed: bool, created_at: float,
+                   sent_at: float) -> ContainerFate:
+        """A single-use container's end, from its state; lost when it did not
+        report and, though neither we nor its memory killed it, the engine was
+        told to kill or stop it."""
+        state, killed_late = self.engine.wait(container_id, timeout_s=30)
+        lost = (report is None and not (killed or killed_late or state.oom_killed)
+                and self.engine.stopped_from_outside(container_id, since=created_at))
+        return ContainerFate(exit_code=state.exit_code, oom_killed=state.oom_killed,
+                             lost=f"container {container_id[:12]} was killed or stopped from outside" if lost else None)
+
+    @staticmethod
+    def _finish(container_id: str, report: Report | None, fate: ContainerFate | None, started: float, *,
+                deadline_hit: bool = False, capped: bool = False, stderr: str = "") -> RunResult:
+        """The run's verdict, after the harness's own failures are raised: one
+        before the run's code started is ContainerLost (repeated elsewhere),
+        any other not caused by the run a HarnessError. `fate` is None for a
+        container that reported and serves again (its report then says whether
+        memory ran out)."""
+        if report is not None and report.phase == PHASE_HARNESS_ERROR:
+            if report.not_started:
+                # Nothing of the run's code ran (a pool's zygote could not fork): the
+                # caller runs it again in a fresh container, as after a lost one.
+                raise ContainerLost(f"container {container_id[:12]} could not start the run: {report.message}")
+            if not report.harness_attacked:
+                raise HarnessError(f"the sandbox harness failed: {report.message}")
         facts = ContainerFacts(
             deadline_hit=deadline_hit,
-            oom_killed=bool(state.get("OOMKilled")),
-            exit_code=state.get("ExitCode"),
+            oom_killed=fate.oom_killed if fate is not None else report is not None and report.oom_killed,
+            exit_code=fate.exit_code if fate is not None else None,
             output_capped=capped,
             duration_s=round(time.monotonic() - started, 6),
-            stderr=bytes(stderr[-4096:]).decode("utf-8", "replace"),
+            stderr=stderr,
         )
         return judge(report, facts)
 
 
-def _drain(sock: socket.socket, deadline: float, cap: int) -> tuple[bytearray, bytearray, bool, bool]:
-    """Read the multiplexed stream until EOF, the deadline, or `cap` bytes."""
-    out, err = bytearray(), bytearray()
-    buffer = bytearray()
+def _drain(channel: AttachChannel, deadline: float, cap: int) -> tuple[bool, bool]:
+    """Reads the run's output until EOF, the deadline, or `cap` bytes; whether
+    the cap, and whether the deadline, ended it."""
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return out, err, False, True
-        sock.settimeout(remaining)
         try:
-            chunk = sock.recv(65536)
+            if not channel.read(deadline):
+                return False, False
         except TimeoutError:
-            return out, err, False, True
-        if not chunk:
-            return out, err, False, False
-        buffer += chunk
-        while len(buffer) >= FRAME_HEADER.size:
-            stream, size = FRAME_HEADER.unpack_from(buffer)
-            if len(buffer) < FRAME_HEADER.size + size:
-                break
-            payload = buffer[FRAME_HEADER.size:FRAME_HEADER.size + size]
-            del buffer[:FRAME_HEADER.size + size]
-            (err if stream == 2 else out).extend(payload)
-        if len(out) + len(err) + len(buffer) > cap:
-            return out, err, True, False
-
+            return False, True
+        if channel.received > cap:
+            return True, False

@@ -6,7 +6,7 @@ import requests
 import requests.exceptions
 
 from rewardbox.sandbox import ContainerLost, EngineUnavailable, Limits, RuntimeMissing
-from rewardbox.sandbox.engine import DockerEngine, _transient
+from rewardbox.sandbox.engine import ContainerState, DockerEngine, _transient
 
 
 class LostAnswerAPI:
@@ -153,7 +153,7 @@ def test_a_wait_that_times_out_kills_the_container_and_says_so():
     api = SlowAPI()
     state, killed = engine_with(api).wait("abc", timeout_s=1)
 
-    assert (state["ExitCode"], killed, api.killed) == (137, True, ["abc"])
+    assert (state, killed, api.killed) == (ContainerState(exit_code=137), True, ["abc"])
 
 
 @pytest.mark.parametrize("events, outside", [([], False), ([{"status": "kill", "id": "abc"}], True)])

@@ -19,7 +19,7 @@ from rewardbox.rewards.registry import Registry
 from rewardbox.rewards.server import ServerSettings, Service, create_app
 from rewardbox.rewards.server.health import check
 from rewardbox.sandbox import LazySandbox, RunRequest, Sandbox, SandboxError
-from rewardbox.sandbox.engine import DockerEngine, EngineProbe
+from rewardbox.sandbox.engine import AttachChannel, ContainerState, DockerEngine, EngineProbe
 from rewardbox.sandbox.runner import SandboxStats
 
 CODE_PASSED = RewardOutput(reward=1.0, score=1.0, metadata={"verdict": "passed", "kind": "asserts", "duration_s": 0.4})
@@ -349,14 +349,14 @@ class FakeRunEngine:
         ours, theirs = socket.socketpair()
         theirs.shutdown(socket.SHUT_WR)  # the container's output ends at once; its input is still read
         self.peers.append(theirs)
-        return ours
+        return AttachChannel(ours)
 
     def start(self, container_id):
         self.running_seen.append(self.sandbox.stats().containers_running)
 
     def kill(self, container_id): pass
 
-    def wait(self, container_id, timeout_s): return {"ExitCode": 0, "OOMKilled": False}, False
+    def wait(self, container_id, timeout_s): return ContainerState(exit_code=0), False
 
     def stopped_from_outside(self, container_id, since): return False
 
