@@ -10,7 +10,7 @@ from rewardbox.rewards.expected import ExpectedTests, expected_tests
 from rewardbox.rewards.extract import extract_code, strip_completion
 from rewardbox.rewards.format import FormatReward, FormatSpec
 from rewardbox.rewards.grade import Grade, grade, grade_no_code
-from rewardbox.rewards.labels import (
+from rewardbox.rewards.label_formats import (
     AssertLabel,
     CallLabel,
     CheckLabel,
@@ -19,8 +19,8 @@ from rewardbox.rewards.labels import (
     MathLabel,
     PytestLabel,
     StdioLabel,
-    parse_label,
 )
+from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.length import LengthReward, LengthSpec
 from rewardbox.rewards.math import MathConfig, MathReward, extract_answer
 from rewardbox.rewards.policy import GradingPolicy

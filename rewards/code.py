@@ -13,7 +13,8 @@ import docker
 from rewardbox.images import VARIANTS, image_manifest
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.grade import Grade, grade, grade_no_code
-from rewardbox.rewards.labels import CodeLabel, LabelError, MathLabel, parse_label
+from rewardbox.rewards.label_formats import CodeLabel, LabelError, MathLabel
+from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.needed_modules import missing_modules_error, needed_modules
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.rewards.safe_json import plain

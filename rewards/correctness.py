@@ -5,7 +5,8 @@ from concurrent.futures import Future
 
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.code import CodeReward
-from rewardbox.rewards.labels import MathLabel, parse_label
+from rewardbox.rewards.label_formats import MathLabel
+from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.sandbox import Limits, SandboxBackend
 

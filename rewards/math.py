@@ -55,7 +55,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewardbox.rewards.base import Reward, RewardOutput, Sample, done
 from rewardbox.rewards.extract import strip_completion
-from rewardbox.rewards.labels import LabelError, MathLabel, parse_label
+from rewardbox.rewards.label_formats import LabelError, MathLabel
+from rewardbox.rewards.labels import parse_label
 from rewardbox.sandbox import Verdict
 
 __all__ = ["MathConfig", "MathReward", "extract_answer"]

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import PurePosixPath
 
-from rewardbox.rewards.labels import TEST_FILE, AssertLabel, CheckLabel, CodeLabel, PytestLabel
+from rewardbox.rewards.label_formats import TEST_FILE, AssertLabel, CheckLabel, CodeLabel, PytestLabel
 from rewardbox.rewards.syntax import parse
 from rewardbox.sandbox.protocol import SOLUTION_FILE
 

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewardbox.rewards.base import RewardOutput
-from rewardbox.rewards.labels import CodeLabel
+from rewardbox.rewards.label_formats import CodeLabel
 from rewardbox.sandbox import Verdict
 
 if TYPE_CHECKING:
