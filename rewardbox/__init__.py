@@ -41,7 +41,7 @@ def _lazy_exports(namespace: dict[str, Any],
 # Each public name and the subpackage that defines it.
 _SANDBOX = (
     "ClusterUnavailable", "ContainerLost", "DEFAULT_IMAGE", "EngineUnavailable", "HarnessError", "ImageMissing",
-    "InvalidRequest", "LazySandbox", "Limits", "Outcome", "RunRequest", "RunResult", "RuntimeMissing", "Sandbox",
+    "LazySandbox", "Limits", "Outcome", "RunRequest", "RunResult", "RuntimeMissing", "Sandbox",
     "SandboxBackend", "SandboxError", "TestResult", "Verdict",
 )
 _REWARDS = (

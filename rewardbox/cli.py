@@ -27,7 +27,7 @@ from rewardbox.rewards import safe_json
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.lifecycle import StoppableSandbox
 from rewardbox.rewards.registry import UnknownRewardError, configured_registry
-from rewardbox.sandbox import InvalidRequest, SandboxError
+from rewardbox.sandbox import SandboxError
 from rewardbox.sandbox.modes import MODES
 from rewardbox.settings import Settings, SettingsError, build_reward, build_sandbox, load_settings, server_settings
 
@@ -232,8 +232,6 @@ def _submit_all(reward: Reward, samples: list[Sample | Future[RewardOutput]],
 def _submit(reward: Reward, sample: Sample) -> "Future[RewardOutput]":
     try:
         return reward.submit(sample)
-    except InvalidRequest as exc:
-        return _failed(exc)
     except SandboxError:
         raise  # no sandbox to run in (engine down, image missing): a clear error for the whole run
     except Exception as exc:  # noqa: BLE001 - this sample's failure, answered on its line

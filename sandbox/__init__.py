@@ -8,7 +8,6 @@ from rewardbox.sandbox.errors import (  # noqa: E402
     EngineUnavailable,
     HarnessError,
     ImageMissing,
-    InvalidRequest,
     RuntimeMissing,
     SandboxError,
 )
@@ -23,7 +22,6 @@ __all__ = [
     "EngineUnavailable",
     "HarnessError",
     "ImageMissing",
-    "InvalidRequest",
     "LazySandbox",
     "Limits",
     "Outcome",

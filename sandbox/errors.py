@@ -10,8 +10,10 @@ must not turn it into a reward.
     ├── ContainerLost            a run's container was stopped or removed from outside
     ├── ImageMissing             the sandbox image is not built
     ├── RuntimeMissing           the OCI runtime asked for is not registered
-    ├── HarnessError             the in-container harness failed (a bug of ours)
-    └── InvalidRequest           a request we cannot run (bad file names, ...)
+    └── HarnessError             the in-container harness failed (a bug of ours)
+
+A request that cannot be run as given is refused when it is made: `RunRequest`
+is a pydantic model, so that is a `pydantic.ValidationError` (a `ValueError`).
 """
 
 
@@ -45,6 +47,3 @@ class RuntimeMissing(SandboxError):
 class HarnessError(SandboxError):
     """The harness inside the container reported a failure of its own."""
 
-
-class InvalidRequest(SandboxError, ValueError):
-    """A request that cannot be run as given."""
