@@ -55,6 +55,7 @@ MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-pytes
          "rewardbox-cold", "rewardbox-ray")
 DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
 LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
+RAY_TESTS = Path(__file__).parents[1] / "tests" / "ray"
 IMAGE = image_tag()  # the lean sandbox image of this checkout (rewardbox image build)
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
@@ -298,7 +299,9 @@ class RewardBoxRay(RewardBox):
         from rewardbox.rewards import CodeReward
         from rewardbox.sandbox.config import SandboxConfig
         from rewardbox.sandbox.ray_backend import RaySandbox
-        from rewardbox.sandbox.ray_local import LocalCluster
+
+        sys.path.insert(0, str(RAY_TESTS))  # the Ray tier's local cluster: test-only code, not in the package
+        from local_cluster import LocalCluster
 
         self.cluster = LocalCluster(nodes=2, cpus=1)
         self.cluster.start()
@@ -481,7 +484,7 @@ def measure(mode: str, items_file: Path, workers: int, timeout_s: float) -> dict
     """Runs one contestant in a process of its own while sampling the engine."""
     idle_rate = idle_engine_rate()
     with tempfile.NamedTemporaryFile(suffix=".json") as out, EngineSampler() as sampler:
-        # Ray's nodes stay on loopback only in a network namespace of their own (sandbox/ray_local.py).
+        # Ray's nodes stay on loopback only in a network namespace of their own (tests/ray/local_cluster.py).
         prefix = [str(LOOPBACK_ONLY)] if mode == "rewardbox-ray" else []
         subprocess.run([*prefix, sys.executable, __file__, "--contestant", mode, "--items", str(items_file),
                         "--workers", str(workers), "--timeout-s", str(timeout_s), "--out", out.name], check=True)

@@ -97,6 +97,9 @@ def test_the_wheel_installs_one_top_level_package_with_its_image_context(wheel):
                    "rewardbox/images/python/harness/supervisor.py", "rewardbox/images/python/harness/pytest.ini",
                    "rewardbox/adapters/openrlhf.py", "rewardbox/sandbox/engine.py", "rewardbox/rewards/labels.py"):
         assert needed in names, needed
+    assert "rewardbox/sandbox/ray_backend.py" in names
+    # Test-only code stays in the checkout: the Ray tier's local cluster is tests/ray/local_cluster.py.
+    assert [name for name in names if "ray_local" in name or "local_cluster" in name] == []
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), "the wheel carries no LICENSE"
 
 

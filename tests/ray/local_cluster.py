@@ -7,14 +7,19 @@ one, so a cluster that must stay on loopback runs in a network namespace
 holding only `lo` (`scripts/loopback-only`); `start` refuses a cluster whose
 nodes are on any other address when `loopback_only` is set.
 
+Test-only code: it lives beside the Ray tier, which imports it by its file's
+name (`from local_cluster import LocalCluster`), as the benchmark does
+(bench/bench.py adds this folder to its path); the package does not ship it.
+
     with LocalCluster(nodes=2) as cluster:
-        box = RaySandbox(cluster.address)
+        box = RaySandbox(SandboxConfig(ray=cluster.address))
         ...
         cluster.kill_node(1)   # SIGKILL every process of the second node
 """
 
 import ctypes
 import ipaddress
+import logging
 import os
 import shutil
 import signal
@@ -24,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import ray
 
@@ -58,7 +64,7 @@ class LocalCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rbray-", dir="/tmp"))  # short: Ray's socket paths have a limit
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.processes: list[subprocess.Popen | None] = []
+        self.processes: list[subprocess.Popen[bytes] | None] = []
 
     def __enter__(self) -> "LocalCluster":
         self.start()
@@ -74,7 +80,7 @@ class LocalCluster:
                 self.processes.append(self._start_node(index))
                 if index == 0:
                     _wait_for_port(self.port, timeout_s)
-            ray.init(address=self.address, namespace=NAMESPACE, logging_level="WARNING", log_to_driver=False,
+            ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.WARNING, log_to_driver=False,
                      configure_logging=False)
             deadline = time.monotonic() + timeout_s
             while len(self.alive_nodes()) < len(self.amounts):
@@ -91,7 +97,7 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _start_node(self, index: int) -> subprocess.Popen:
+    def _start_node(self, index: int) -> subprocess.Popen[bytes]:
         command = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--node-ip-address=127.0.0.1",
                    f"--num-cpus={self.cpus}", f"--resources={{\"{RESOURCE}\": {self.amounts[index]}}}",
                    "--disable-usage-stats", f"--temp-dir={self.temp_dir}"]
@@ -106,14 +112,18 @@ class LocalCluster:
                                 start_new_session=True,
                                 preexec_fn=_terminate_with_parent)
 
-    def alive_nodes(self) -> list[dict]:
-        return [n for n in ray.nodes() if n.get("Alive")]
+    def alive_nodes(self) -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]  # Ray's own function is unannotated
+        return [n for n in nodes if n.get("Alive")]
 
     def node_id(self, index: int) -> str:
         """The Ray node id of node `index`: its raylet's, found in the node's session."""
+        process = self.processes[index]
+        if process is None:
+            raise LookupError(f"node {index} was killed")
         for entry in Path("/proc").iterdir():
             try:
-                if not entry.name.isdigit() or os.getsid(int(entry.name)) != self.processes[index].pid:
+                if not entry.name.isdigit() or os.getsid(int(entry.name)) != process.pid:
                     continue
                 arguments = (entry / "cmdline").read_bytes().split(b"\0")
             except (OSError, AttributeError):
@@ -149,7 +159,7 @@ def _free_port() -> int:
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            port: int = s.getsockname()[1]
         if port not in _WORKER_PORTS:
             return port
 

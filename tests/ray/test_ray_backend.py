@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from local_cluster import LocalCluster
 from test_modes import LIMITS, SAMPLES
 
 from rewardbox.adapters import openrlhf
@@ -22,7 +23,6 @@ from rewardbox.sandbox import RunRequest, SandboxError
 from rewardbox.sandbox.config import SandboxConfig
 from rewardbox.sandbox.modes import make_sandbox
 from rewardbox.sandbox.ray_backend import RaySandbox
-from rewardbox.sandbox.ray_local import LocalCluster
 
 ROOT = Path(__file__).parents[2]
 MIXED = ROOT / "examples" / "mixed.jsonl"

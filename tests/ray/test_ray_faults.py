@@ -9,13 +9,13 @@ import warnings
 
 import pytest
 import ray
+from local_cluster import LocalCluster
 from test_modes import LIMITS, SAMPLES
 
 from rewardbox.rewards import CodeReward, Sample
 from rewardbox.sandbox import ClusterUnavailable, RunRequest, SandboxError
 from rewardbox.sandbox.config import SandboxConfig
 from rewardbox.sandbox.ray_backend import RaySandbox, WorkerLost
-from rewardbox.sandbox.ray_local import LocalCluster
 
 SLOW_PASS = "import time\ntime.sleep(0.4)\n"  # keeps requests in flight long enough to kill a node under them
 
