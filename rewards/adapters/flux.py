@@ -127,7 +127,7 @@ class FluxReward:
         """A batch scored in parallel; raw rewards, like flux's own."""
         outputs = [self._flux_output(o) for o in self._reward().score_many([self.sample(t) for t in trajectories])]
         return RewardBatch(rewards=[_raw(o) for o in outputs], token_rewards=[o.token_rewards for o in outputs],
-                           metadata={"samples": [o.metadata for o in outputs]})
+                           metadata={"samples": [o.details() for o in outputs]})  # flat, as before the fields were typed
 
     def __call__(self, trajectory: Any) -> RewardOutput:
         output = self.compute_reward(trajectory)

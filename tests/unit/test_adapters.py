@@ -469,6 +469,10 @@ def test_flux_batch_and_labels_by_prompt_for_the_stock_trainer():
     batch = flux.FluxReward(FakeReward()).compute_rewards(trajectories)
     assert batch.rewards == [flux.FluxReward(FakeReward()).compute_reward(t).reward for t in trajectories]
     assert batch.batch_size == N and len(batch.metadata["samples"]) == N
+    # Each sample's metadata flat, as before the verdict and counts became fields.
+    assert [s.get("verdict") for s in batch.metadata["samples"]] == \
+           [expected_output(s).details().get("verdict") for s in flux_expected()]
+    assert any(s.get("total") == 2 for s in batch.metadata["samples"])
     fake = FakeReward()
     bare = Trajectory(id="t", prompt="task 0", response=COMPLETIONS[0])  # FluxTrainer fills no metadata
     flux.FluxReward(fake, labels={"task 0": LABELS[0]}).compute_reward(bare)
