@@ -126,29 +126,52 @@ class Report(BaseModel):
     oom_killed: bool = False
 
 
+class WireRequest(BaseModel):
+    """The supervisor's request (images/python/harness/supervisor.py reads it).
+    Field names are the wire's keys, in the wire's order; the optional ones are
+    sent only when set, so a pytest run's wire is what it always was."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nonce: str
+    files: dict[str, str]
+    tests: dict[str, str]
+    test_data: str | None
+    timeout_s: float
+    output_limit_bytes: int
+    binary_files: dict[str, str] = Field(default_factory=dict)  # sent when there are any
+    solution_in_process: bool = False  # sent when True
+    # A program run's (sent for one only).
+    program: str | None = None
+    stdin: str | None = None
+    fetch_files: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, request: RunRequest, nonce: str) -> "WireRequest":
+        optional: dict[str, object] = {}
+        if request.binary_files:
+            optional["binary_files"] = request.binary_files
+        if request.solution_in_process:
+            optional["solution_in_process"] = True
+        if request.program is not None:
+            optional.update(program=request.program, stdin=request.stdin, fetch_files=list(request.fetch_files))
+        return cls.model_validate({
+            "nonce": nonce, "files": request.files, "tests": request.tests, "test_data": request.test_data,
+            "timeout_s": request.limits.timeout_s, "output_limit_bytes": request.limits.output_bytes, **optional})
+
+    def encode(self) -> bytes:
+        # json.dumps rather than pydantic's JSON: its separators, and code's lone
+        # surrogates carried through as they always were.
+        return json.dumps(self.model_dump(exclude_unset=True)).encode("utf-8", "surrogatepass")
+
+
 def new_nonce() -> str:
     return secrets.token_hex(32)
 
 
 def encode_request(request: RunRequest, nonce: str) -> bytes:
-    """The supervisor's stdin: everything it needs, in one JSON object. The
-    program-run keys appear only for a program run, so a pytest run's wire is
-    what it always was."""
-    wire: dict[str, object] = {
-        "nonce": nonce,
-        "files": request.files,
-        "tests": request.tests,
-        "test_data": request.test_data,
-        "timeout_s": request.limits.timeout_s,
-        "output_limit_bytes": request.limits.output_bytes,
-    }
-    if request.binary_files:
-        wire["binary_files"] = request.binary_files
-    if request.solution_in_process:
-        wire["solution_in_process"] = True
-    if request.program is not None:
-        wire.update(program=request.program, stdin=request.stdin, fetch_files=list(request.fetch_files))
-    return json.dumps(wire).encode("utf-8", "surrogatepass")
+    """The supervisor's stdin: everything it needs, in one JSON object (`WireRequest`)."""
+    return WireRequest.of(request, nonce).encode()
 
 
 def parse_report(stdout: bytes, nonce: str) -> Report | None:

@@ -6,16 +6,20 @@ one side only fails here, before any container runs.
 The program, syntax and harness-error reports come from `supervisor.handle`
 itself, run on the host in a temporary work dir (no sweep: nothing else of the
 host is touched); the pytest report's records come from the test process's
-plugin and the supervisor's record reader, its line from `write_report`."""
+plugin and the supervisor's record reader, its outer report from
+`pytest_report`, its line from `write_report`. The other way, a request the
+host encodes (`encode_request`, the typed `WireRequest`) is read by the
+harness's own reader (`supervisor.read_request`) and run by `handle`."""
 
 import io
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from rewardbox.sandbox import Outcome, Verdict
+from rewardbox.sandbox import Outcome, RunRequest, Verdict
 from rewardbox.sandbox import protocol as host
 from rewardbox.sandbox.errors import HarnessError
 from rewardbox.sandbox.verdict import ContainerFacts, judge
@@ -122,9 +126,9 @@ def pytest_report(nodeids: list[str], ran: list[str]) -> dict:
     records = supervisor.Records(KEY)
     for line in lines:
         records.feed(line)
-    return {"version": rbprotocol.PROTOCOL_VERSION, "phase": rbprotocol.PHASE_PYTEST, "returncode": 0,
-            "timed_out": False, "output_exceeded": False, "duration_s": 0.5, "stdout": records.terminal,
-            "stderr": "", "records": records.records, "rejected_records": records.rejected, "tests_modified": False}
+    run = supervisor.PytestRun(returncode=0, timed_out=False, output_exceeded=False, duration_s=0.5, stdout="",
+                               stderr="", output_bytes=0, records=records)
+    return {"version": rbprotocol.PROTOCOL_VERSION, **supervisor.pytest_report(run, tests_modified=False)}
 
 
 def test_a_pytest_report(monkeypatch):
@@ -141,3 +145,41 @@ def test_a_report_of_another_version_is_refused(work, monkeypatch):
     report = {**program("pass\n"), "version": rbprotocol.PROTOCOL_VERSION + 1}
     with pytest.raises(HarnessError, match="protocol version"):
         host.parse_report(sent(report, monkeypatch), NONCE)
+
+
+def test_a_request_built_on_the_host_is_read_and_run_by_the_harness(work, monkeypatch):
+    request = RunRequest(files={"main.py": "import sys\nprint(sys.stdin.read().upper())\n"}, program="main.py",
+                         stdin="hi", fetch_files=("main.py",))
+    read = supervisor.read_request(host.encode_request(request, NONCE))
+    assert read["nonce"] == NONCE
+    result = judge(host_reads(supervisor.handle(read, NO_SWEEP), monkeypatch), FACTS)
+    assert (result.verdict, result.stdout, list(result.files)) == (Verdict.PASSED, "HI\n", ["main.py"])
+
+
+def test_the_harness_reads_exactly_the_request_s_fields():
+    """A key renamed on one side only: the harness reads `request["key"]` or
+    `request.get("key")` for each field of the host's `WireRequest`, and no other."""
+    read = set()
+    for name in ("supervisor.py", "pool_supervisor.py"):
+        source = (ROOT / "images" / "python" / "harness" / name).read_text()
+        read |= {key or got for key, got in re.findall(r'request(?:\["(\w+)"\]|\.get\("(\w+)")', source)}
+    assert read == set(host.WireRequest.model_fields)
+
+
+PYTEST_RUN = RunRequest(files={"solution.py": "x = 1\ud800"}, tests={"test_x.py": "def test_x(): pass"})
+PROGRAM_RUN = RunRequest(files={"main.py": "print(1)"}, program="main.py", stdin="in", fetch_files=("out.txt",),
+                         binary_files={"data/a.bin": "AAE="})
+
+
+@pytest.mark.parametrize("request_, wire", [
+    (PYTEST_RUN, b'{"nonce": "n", "files": {"solution.py": "x = 1\\ud800"}, "tests": {"test_x.py": "def test_x(): pass"}, '
+                 b'"test_data": null, "timeout_s": 10.0, "output_limit_bytes": 1048576}'),
+    (PYTEST_RUN.model_copy(update={"solution_in_process": True, "test_data": "d"}),
+     b'{"nonce": "n", "files": {"solution.py": "x = 1\\ud800"}, "tests": {"test_x.py": "def test_x(): pass"}, '
+     b'"test_data": "d", "timeout_s": 10.0, "output_limit_bytes": 1048576, "solution_in_process": true}'),
+    (PROGRAM_RUN, b'{"nonce": "n", "files": {"main.py": "print(1)"}, "tests": {}, "test_data": null, "timeout_s": 10.0, '
+                  b'"output_limit_bytes": 1048576, "binary_files": {"data/a.bin": "AAE="}, "program": "main.py", '
+                  b'"stdin": "in", "fetch_files": ["out.txt"]}'),
+], ids=["pytest", "in-process", "program"])
+def test_the_wire_bytes_of_a_request_are_what_they_always_were(request_, wire):
+    assert host.encode_request(request_, "n") == wire

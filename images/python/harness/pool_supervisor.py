@@ -326,7 +326,7 @@ def serve():
         line = stdin.readline()
         if not line.strip():
             return
-        request = json.loads(line)
+        request = supervisor.read_request(line)
         oom_before = oom_kills()
         started = time.monotonic()
         report = supervisor.handle(request, zygote)

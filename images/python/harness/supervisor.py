@@ -301,18 +301,39 @@ def run_pytest(test_names, test_data, timeout_s, output_limit_bytes, zygote=None
         kill_everything_else()
     else:
         zygote.sweep()
+    return PytestRun(returncode, timed_out, output_exceeded, duration, streams["stdout"].text(),
+                     streams["stderr"].text(), sum(s.total for s in streams.values()), records)
+
+
+class PytestRun:
+    """How the test process ended: its exit status, whether the deadline or the
+    output limit ended it, its duration, what it printed (and how much), and
+    the records it sent."""
+
+    def __init__(self, returncode, timed_out, output_exceeded, duration_s, stdout, stderr, output_bytes, records):
+        self.returncode, self.timed_out, self.output_exceeded = returncode, timed_out, output_exceeded
+        self.duration_s, self.stdout, self.stderr, self.output_bytes = duration_s, stdout, stderr, output_bytes
+        self.records = records
+
+
+def pytest_report(run, tests_modified):
+    """The report's pytest phase (the host's sandbox/protocol.py Report reads
+    these keys): how the test process ended, the records, and whether the tests
+    were changed."""
     return {
-        "returncode": returncode,
-        "timed_out": timed_out,
-        "output_exceeded": output_exceeded,
-        "duration_s": round(duration, 6),
+        "phase": rbprotocol.PHASE_PYTEST,
+        "returncode": run.returncode,
+        "timed_out": run.timed_out,
+        "output_exceeded": run.output_exceeded,
+        "duration_s": round(run.duration_s, 6),
         # What the tests printed, then the tail of pytest's own report (which pytest_runner
         # keeps off the counted stream), so that its last line still says how the session ended.
-        "stdout": streams["stdout"].text()[:KEEP_OUTPUT_BYTES - len(records.terminal)] + records.terminal,
-        "stderr": streams["stderr"].text(),
-        "output_bytes": sum(s.total for s in streams.values()),
-        "records": records.records,
-        "rejected_records": records.rejected,
+        "stdout": run.stdout[:KEEP_OUTPUT_BYTES - len(run.records.terminal)] + run.records.terminal,
+        "stderr": run.stderr,
+        "output_bytes": run.output_bytes,
+        "records": run.records.records,
+        "rejected_records": run.records.rejected,
+        "tests_modified": tests_modified,
     }
 
 
@@ -560,10 +581,16 @@ def write_report(nonce, report):
     out.flush()
 
 
+def read_request(data):
+    """The host's request (sandbox/protocol.py WireRequest: its fields are the
+    keys read here), one JSON object."""
+    return json.loads(data)
+
+
 def main():
     make_non_dumpable()
     baseline = fingerprint(os.getpid())
-    request = json.loads(sys.stdin.buffer.read())
+    request = read_request(sys.stdin.buffer.read())
     report = handle(request)
     if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR and fingerprint(os.getpid()) != baseline:
         report["harness_attacked"] = True  # the run lowered our limits (prlimit): its doing, not ours
@@ -578,14 +605,14 @@ def run_tests(request, report, zygote=None):
     if error is not None:
         report.update(phase=rbprotocol.PHASE_SYNTAX, syntax_error=error)
     else:
-        report.update(phase=rbprotocol.PHASE_PYTEST, **run_pytest(
+        run = run_pytest(
             sorted(request["tests"]), request.get("test_data"), request["timeout_s"],
             request["output_limit_bytes"], zygote,
-            "in-process" if request.get("solution_in_process") is True else "worker"))
+            "in-process" if request.get("solution_in_process") is True else "worker")
         after = digest_files(TESTS_DIR, test_digests)
         # A test module emptied is the stand-in's doing (rbsolution.hide_test_sources), after
         # pytest read it: it changes no test. Any other change is tampering.
-        report["tests_modified"] = any(after[n] not in (d, EMPTY_DIGEST) for n, d in test_digests.items())
+        report.update(pytest_report(run, any(after[n] not in (d, EMPTY_DIGEST) for n, d in test_digests.items())))
 
 
 if __name__ == "__main__":
