@@ -33,6 +33,7 @@ this module puts them together behind the `SandboxBackend` interface.
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
+from typing import TypedDict
 
 import ray
 
@@ -40,17 +41,53 @@ from rewardbox.sandbox.config import SandboxConfig
 from rewardbox.sandbox.engine import EngineProbe
 from rewardbox.sandbox.models import RunRequest, RunResult
 from rewardbox.sandbox.ray_dispatch import REFRESH_S, Dispatcher
-from rewardbox.sandbox.ray_lifecycle import RETRY_NODE_S, WorkerLost, Workers, connect
+from rewardbox.sandbox.ray_lifecycle import RETRY_NODE_S, WorkerHandle, WorkerLost, Workers, connect
 from rewardbox.sandbox.ray_worker import NAMESPACE, RESOURCE, WORKER_SHARE, SandboxWorker, WorkerCounters, WorkerInfo
 from rewardbox.sandbox.runner import SandboxStats
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_QUEUED", "DEFAULT_WAIT_FOR_WORKERS_S", "NAMESPACE", "REFRESH_S",
-           "RESOURCE", "RETRY_NODE_S", "WORKER_SHARE", "RaySandbox", "SandboxWorker", "WorkerCounters", "WorkerInfo",
-           "WorkerLost"]
+           "RESOURCE", "RETRY_NODE_S", "WORKER_SHARE", "ClusterStats", "RaySandbox", "SandboxWorker", "WorkerCounters",
+           "WorkerInfo", "WorkerLost", "WorkerRow"]
 
 DEFAULT_MAX_QUEUED = 10_000
 DEFAULT_WAIT_FOR_WORKERS_S = 60.0
 DEFAULT_MAX_ATTEMPTS = 3  # workers a request may lose before it fails (a request that kills its workers)
+
+
+class _WorkerRowBase(TypedDict):
+    name: str
+    node_id: str
+    ready: bool
+    in_flight: int  # as the dispatcher counts: sent and not yet back
+    capacity: int
+    containers: int
+
+
+class WorkerRow(_WorkerRowBase, total=False):
+    """One live worker in `cluster_stats`; the worker's own counters once polled."""
+
+    runs: int
+    running: int
+    peak_in_flight: int
+
+
+class ClusterStats(TypedDict):
+    workers: list[WorkerRow]
+    queued: int
+    peak_queued: int
+    max_queued: int
+    workers_lost: int
+    redispatched: int
+
+
+def _row(worker: WorkerHandle) -> WorkerRow:
+    row: WorkerRow = {"name": worker.name, "node_id": worker.node_id, "ready": worker.ready,
+                      "in_flight": worker.in_flight, "capacity": worker.capacity, "containers": worker.containers}
+    if worker.counters is not None:
+        row["runs"] = worker.counters["runs"]
+        row["running"] = worker.counters["running"]
+        row["peak_in_flight"] = worker.counters["peak_in_flight"]
+    return row
 
 
 class RaySandbox:
@@ -128,13 +165,10 @@ class RaySandbox:
             return EngineProbe(reachable=True, version=f"ray {ray.__version__}, {ready} sandbox worker(s)", image_present=True)
         return EngineProbe(reachable=False, error=f"no sandbox worker is ready in the Ray cluster at {self.address}")
 
-    def cluster_stats(self) -> dict[str, object]:
+    def cluster_stats(self) -> "ClusterStats":
         """What the dispatcher knows: workers, in flight, queued, losses."""
         with self._cond:
-            workers = [{"name": w.name, "node_id": w.node_id, "ready": w.ready, "in_flight": w.in_flight,
-                        "capacity": w.capacity, "containers": w.containers,
-                        **({k: v for k, v in w.counters.items() if k != "sandbox"} if w.counters is not None else {})}
-                       for w in self._workers.alive()]
+            workers = [_row(w) for w in self._workers.alive()]
             return {"workers": workers, "queued": len(self._dispatcher.queue), "peak_queued": self._dispatcher.peak_queued,
                     "max_queued": self.max_queued, "workers_lost": self._workers.lost,
                     "redispatched": self._dispatcher.redispatched}

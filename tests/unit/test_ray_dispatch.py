@@ -120,3 +120,13 @@ def test_a_future_is_settled_once():
 def test_workers_are_shared_by_configuration_not_by_address():
     assert config_digest(SandboxConfig(ray="auto")) == config_digest(SandboxConfig(ray="127.0.0.1:1"))
     assert config_digest(SandboxConfig(max_containers=2)) != config_digest(SandboxConfig(max_containers=3))
+
+
+def test_a_workers_row_shows_its_own_counters_once_polled_but_not_its_sandboxs():
+    from rewardbox.sandbox.ray_backend import _row
+
+    polled = worker("a")
+    assert set(_row(polled)) == {"name", "node_id", "ready", "in_flight", "capacity", "containers"}
+    polled.counters = {"sandbox": {"run_retries": 1}, "runs": 5, "running": 1, "peak_in_flight": 3}
+    row = _row(polled)
+    assert (row.get("runs"), row.get("running"), row.get("peak_in_flight")) == (5, 1, 3) and "sandbox" not in row
