@@ -1,5 +1,5 @@
 """The wire format between the host and the in-container supervisor
-(images/python/harness/supervisor.py). Pure functions, no Docker."""
+(images/python/harness/supervisor.py; a run's work is rbrun.py's). Pure functions, no Docker."""
 
 import functools
 import hashlib
@@ -93,7 +93,7 @@ class Record(BaseModel):
 
 
 class Report(BaseModel):
-    """The supervisor's signed report (images/python/harness/supervisor.py;
+    """The supervisor's signed report (images/python/harness/rbrun.py;
     the pool supervisor adds "recycle", "serve_s" and "oom_killed"). Field
     names are the wire's keys; a field the harness leaves out keeps its default,
     and `model_fields_set` tells the two apart where the judge needs to."""
@@ -127,7 +127,7 @@ class Report(BaseModel):
 
 
 class WireRequest(BaseModel):
-    """The supervisor's request (images/python/harness/supervisor.py reads it).
+    """The supervisor's request (images/python/harness/rbrun.py's read_request reads it).
     Field names are the wire's keys, in the wire's order; the optional ones are
     sent only when set, so a pytest run's wire is what it always was."""
 

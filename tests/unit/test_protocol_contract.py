@@ -3,13 +3,13 @@
 host's parser (`parse_report`, the typed `Report`) and judged. A key renamed on
 one side only fails here, before any container runs.
 
-The program, syntax and harness-error reports come from `supervisor.handle`
+The program, syntax and harness-error reports come from `rbrun.handle`
 itself, run on the host in a temporary work dir (no sweep: nothing else of the
 host is touched); the pytest report's records come from the test process's
 plugin and the supervisor's record reader, its outer report from
 `pytest_report`, its line from `write_report`. The other way, a request the
 host encodes (`encode_request`, the typed `WireRequest`) is read by the
-harness's own reader (`supervisor.read_request`) and run by `handle`."""
+harness's own reader (`rbrun.read_request`) and run by `handle`."""
 
 import io
 import re
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
 import pytest_runner  # noqa: E402
 import rbprotocol  # noqa: E402
-import supervisor  # noqa: E402
+import rbrun  # noqa: E402
 
 NONCE = "c" * 64
 KEY = b"k" * 32
@@ -38,16 +38,16 @@ NO_SWEEP = SimpleNamespace(sweep=lambda: None)  # kill_everything_else is for pi
 
 @pytest.fixture
 def work(tmp_path, monkeypatch):
-    monkeypatch.setattr(supervisor, "WORK_DIR", str(tmp_path))
-    monkeypatch.setattr(supervisor, "TESTS_DIR", str(tmp_path / ".tests"))
+    monkeypatch.setattr(rbrun, "WORK_DIR", str(tmp_path))
+    monkeypatch.setattr(rbrun, "TESTS_DIR", str(tmp_path / ".tests"))
     return tmp_path
 
 
 def sent(report: dict, monkeypatch) -> bytes:
     """The container's stdout: some output of the run, then the report line `write_report` writes."""
     out = io.BytesIO(b"output of the run, no newline")
-    monkeypatch.setattr(supervisor.sys, "stdout", SimpleNamespace(buffer=out))
-    supervisor.write_report(NONCE.encode(), report)
+    monkeypatch.setattr(rbrun.sys, "stdout", SimpleNamespace(buffer=out))
+    rbrun.write_report(NONCE.encode(), report)
     return out.getvalue()
 
 
@@ -58,7 +58,7 @@ def host_reads(report: dict, monkeypatch) -> host.Report:
 
 
 def program(source: str, **request) -> dict:
-    return supervisor.handle({"nonce": NONCE, "files": {"main.py": source}, "tests": {}, "test_data": None,
+    return rbrun.handle({"nonce": NONCE, "files": {"main.py": source}, "tests": {}, "test_data": None,
                               "timeout_s": 20, "output_limit_bytes": 1 << 20, "program": "main.py",
                               "stdin": "", "fetch_files": [], **request}, NO_SWEEP)
 
@@ -85,7 +85,7 @@ def test_a_program_that_does_not_compile(work, monkeypatch):
 
 
 def test_a_solution_that_does_not_compile(work, monkeypatch):
-    report = supervisor.handle({"nonce": NONCE, "files": {"solution.py": "def f(:\n"},
+    report = rbrun.handle({"nonce": NONCE, "files": {"solution.py": "def f(:\n"},
                                 "tests": {"test_solution.py": "def test_a():\n    pass\n"}, "test_data": None,
                                 "timeout_s": 20, "output_limit_bytes": 1 << 20}, NO_SWEEP)
     result = judge(host_reads(report, monkeypatch), FACTS)
@@ -94,9 +94,9 @@ def test_a_solution_that_does_not_compile(work, monkeypatch):
 
 
 def test_a_harness_failure_is_raised_as_ours(work, monkeypatch):
-    report = host_reads(supervisor.handle({"nonce": NONCE}, NO_SWEEP), monkeypatch)  # no files: a broken request
+    report = host_reads(rbrun.handle({"nonce": NONCE}, NO_SWEEP), monkeypatch)  # no files: a broken request
     assert report.phase == host.PHASE_HARNESS_ERROR and report.message.startswith("KeyError")
-    attacked = host_reads({**supervisor.handle({"nonce": NONCE}, NO_SWEEP), "harness_attacked": True}, monkeypatch)
+    attacked = host_reads({**rbrun.handle({"nonce": NONCE}, NO_SWEEP), "harness_attacked": True}, monkeypatch)
     assert judge(attacked, FACTS).verdict is Verdict.KILLED
 
 
@@ -123,12 +123,12 @@ def pytest_report(nodeids: list[str], ran: list[str]) -> dict:
         plugin.pytest_runtest_logreport(Passed(nodeid))
         plugin.pytest_runtest_logfinish(nodeid, None)
     plugin.pytest_sessionfinish(None, 0)
-    records = supervisor.Records(KEY)
+    records = rbrun.Records(KEY)
     for line in lines:
         records.feed(line)
-    run = supervisor.PytestRun(returncode=0, timed_out=False, output_exceeded=False, duration_s=0.5, stdout="",
+    run = rbrun.PytestRun(returncode=0, timed_out=False, output_exceeded=False, duration_s=0.5, stdout="",
                                stderr="", output_bytes=0, records=records)
-    return {"version": rbprotocol.PROTOCOL_VERSION, **supervisor.pytest_report(run, tests_modified=False)}
+    return {"version": rbprotocol.PROTOCOL_VERSION, **rbrun.pytest_report(run, tests_modified=False)}
 
 
 def test_a_pytest_report(monkeypatch):
@@ -150,9 +150,9 @@ def test_a_report_of_another_version_is_refused(work, monkeypatch):
 def test_a_request_built_on_the_host_is_read_and_run_by_the_harness(work, monkeypatch):
     request = RunRequest(files={"main.py": "import sys\nprint(sys.stdin.read().upper())\n"}, program="main.py",
                          stdin="hi", fetch_files=("main.py",))
-    read = supervisor.read_request(host.encode_request(request, NONCE))
+    read = rbrun.read_request(host.encode_request(request, NONCE))
     assert read["nonce"] == NONCE
-    result = judge(host_reads(supervisor.handle(read, NO_SWEEP), monkeypatch), FACTS)
+    result = judge(host_reads(rbrun.handle(read, NO_SWEEP), monkeypatch), FACTS)
     assert (result.verdict, result.stdout, list(result.files)) == (Verdict.PASSED, "HI\n", ["main.py"])
 
 
@@ -160,7 +160,7 @@ def test_the_harness_reads_exactly_the_request_s_fields():
     """A key renamed on one side only: the harness reads `request["key"]` or
     `request.get("key")` for each field of the host's `WireRequest`, and no other."""
     read = set()
-    for name in ("supervisor.py", "pool_supervisor.py"):
+    for name in ("supervisor.py", "pool_supervisor.py", "rbrun.py", "rbprogram.py"):
         source = (ROOT / "images" / "python" / "harness" / name).read_text()
         read |= {key or got for key, got in re.findall(r'request(?:\["(\w+)"\]|\.get\("(\w+)")', source)}
     assert read == set(host.WireRequest.model_fields)

@@ -22,7 +22,7 @@ from rewardbox.sandbox.verdict import ContainerFacts, judge
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
 import pytest_runner  # noqa: E402
-import supervisor  # noqa: E402
+import rbrun  # noqa: E402
 
 KEY = b"k" * 32
 NONCE = "n" * 64
@@ -94,8 +94,8 @@ def plugin():
     return runner, pipe
 
 
-def feed(lines) -> supervisor.Records:
-    records = supervisor.Records(KEY)
+def feed(lines) -> rbrun.Records:
+    records = rbrun.Records(KEY)
     for line in lines:
         records.feed(line)
     return records
@@ -115,7 +115,7 @@ def test_ten_thousand_collected_ids_cross_in_several_records_and_arrive_as_one()
     runner, pipe = plugin()
     nodeids = [f".tests/test_solution.py::test_p[{i}]" for i in range(10_000)]
     runner.pytest_collection_finish(Session([Item(n) for n in nodeids]))
-    assert len(pipe.lines) > 10 and max(map(len, pipe.lines)) <= supervisor.MAX_RECORD_BYTES
+    assert len(pipe.lines) > 10 and max(map(len, pipe.lines)) <= rbrun.MAX_RECORD_BYTES
     records = feed(pipe.lines)
     assert records.rejected == 0
     assert records.records == [{"event": "collected", "nodeids": nodeids, "more": False}]
@@ -143,7 +143,7 @@ def test_a_record_stays_under_the_bound_however_long_its_texts():
     runner.pytest_runtest_logreport(Rep(nodeid, f"{huge}: {huge}"))
     runner.pytest_runtest_logfinish(nodeid, None)
     runner.pytest_collectreport(type("R", (), {"failed": True, "nodeid": nodeid, "longrepr": huge})())
-    assert max(map(len, pipe.lines)) <= supervisor.MAX_RECORD_BYTES
+    assert max(map(len, pipe.lines)) <= rbrun.MAX_RECORD_BYTES
     records = feed(pipe.lines)
     assert records.rejected == 0
     collected, test, error = records.records
@@ -159,7 +159,7 @@ def test_cut_ids_stay_distinct():
 
 
 def test_a_line_over_the_bound_is_still_rejected():
-    records = feed([b"x" * (supervisor.MAX_RECORD_BYTES + 1)])
+    records = feed([b"x" * (rbrun.MAX_RECORD_BYTES + 1)])
     assert records.rejected == 1 and records.pending == bytearray()
 
 
@@ -200,7 +200,7 @@ def failing_run(tests: int, message_chars: int = 2000) -> dict:
 
 
 def host_reads(report: dict):
-    body = supervisor.report_body(report)
+    body = rbrun.report_body(report)
     line = REPORT_PREFIX + hmac.new(NONCE.encode(), body, hashlib.sha256).hexdigest().encode() + b" " + body
     assert len(line) + 2 <= REPORT_MARGIN_BYTES  # the host reads it whole beyond any output limit
     return parse_report(b"\n" + line + b"\n", NONCE)
@@ -210,8 +210,8 @@ def test_messages_are_budgeted_first_ones_whole():
     report = failing_run(2000)
     messages = [r["message"] for r in report["records"] if r["event"] == "test"]
     assert messages[0] == "E" * 2000
-    assert sum(len(m or "") for m in messages) <= supervisor.MESSAGES_CHARS + 2000
-    assert messages[-1] is None or len(messages[-1]) <= supervisor.SHORT_MESSAGE_CHARS + 3
+    assert sum(len(m or "") for m in messages) <= rbrun.MESSAGES_CHARS + 2000
+    assert messages[-1] is None or len(messages[-1]) <= rbrun.SHORT_MESSAGE_CHARS + 3
 
 
 def test_ten_thousand_failing_tests_with_long_messages_grade_exactly():
@@ -224,17 +224,17 @@ def test_ten_thousand_failing_tests_with_long_messages_grade_exactly():
 def test_a_report_over_the_bound_sheds_messages_then_fails_as_ours():
     report = failing_run(10)
     report["records"][1]["message"] = "x" * MAX_REPORT_BYTES
-    shed = json.loads(supervisor.report_body(report))
+    shed = json.loads(rbrun.report_body(report))
     assert shed["phase"] == "pytest" and all(r.get("message") is None for r in shed["records"])
     report["records"] *= 100_000 // len(report["records"])  # no message left to shed
     report["recycle"] = "kept"
-    failed = json.loads(supervisor.report_body(report))
+    failed = json.loads(rbrun.report_body(report))
     assert failed["phase"] == "harness_error" and failed["recycle"] == "kept"
     assert "over" in failed["message"]
 
 
 def test_the_host_and_the_harness_agree_on_the_bound():
-    assert supervisor.MAX_REPORT_BYTES == MAX_REPORT_BYTES < REPORT_MARGIN_BYTES
+    assert rbrun.MAX_REPORT_BYTES == MAX_REPORT_BYTES < REPORT_MARGIN_BYTES
 
 
 def test_failures_are_told_without_reparsing_large_modules(tmp_path):

@@ -5,7 +5,7 @@ clean slate, and says when the container must not be used again.
     stdout -> "RBREADY" once warm; then per request its signed report line,
               with "recycle": null or the reason
 
-A run goes as in a single-use container (supervisor.handle), except that the
+A run goes as in a single-use container (rbrun.handle), except that the
 test process is a fork of the warm zygote (rbzygote.py). Between runs:
 - every other process of the sandbox user is killed (by the zygote, which
   kill(-1) does not reach when it is the caller) and zombies are reaped;
@@ -15,7 +15,7 @@ test process is a fork of the warm zygote (rbzygote.py). Between runs:
   object or POSIX message queue (as gVisor lists no queue, a seccomp filter
   refuses mq_open: refuse_message_queues), a changed limit, priority,
   scheduling, CPU set or I/O priority of PID 1 or the zygote
-  (supervisor.fingerprint), or a dead or stopped zygote.
+  (rbrun.fingerprint), or a dead or stopped zygote.
 
 Being PID 1 protects this process: the kernel delivers no signal to a
 namespace's init from inside it unless init handles that signal, so the code
@@ -38,11 +38,11 @@ import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbprotocol  # noqa: E402
-import supervisor  # noqa: E402
+import rbrun  # noqa: E402
 from rbcgroup import oom_kills  # noqa: E402
 
 ZYGOTE = "/opt/rewardbox/rbzygote.py"
-CLEAN_DIRS = (supervisor.WORK_DIR, "/tmp", "/dev/shm")
+CLEAN_DIRS = (rbrun.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
 READY = rbprotocol.READY
 SHM_INFO, SEM_INFO, MSG_INFO = 14, 19, 12  # <sys/ipc.h>, Linux
@@ -55,7 +55,7 @@ MQUEUE_DIR = "/dev/mqueue"
 
 class ZygoteChild:
     """A test process forked by the zygote, shaped like subprocess.Popen for
-    supervisor.pump: its exit status comes from the zygote, its parent."""
+    rbrun.pump: its exit status comes from the zygote, its parent."""
 
     def __init__(self, zygote, pid, stdout, stderr):
         self.zygote = zygote
@@ -131,11 +131,11 @@ class Zygote:
         if self.alive:
             self.alive = False
             self.lost_why = why
-            supervisor.kill_everything_else()
+            rbrun.kill_everything_else()
 
     def spawn(self, test_paths, env, fds, solution="worker"):
         if not self.alive:
-            raise supervisor.NotStarted("the zygote is gone")
+            raise rbrun.NotStarted("the zygote is gone")
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         message = {"op": "run", "args": test_paths, "env": env, "solution": solution}
@@ -149,14 +149,14 @@ class Zygote:
         answer = self.receive()
         if answer is None or "pid" not in answer:
             why = (answer or {}).get("error") or self.lost_why or "it is gone"
-            raise supervisor.NotStarted(f"the zygote did not fork ({why})")
+            raise rbrun.NotStarted(f"the zygote did not fork ({why})")
         return ZygoteChild(self, answer["pid"], os.fdopen(stdout_r, "rb", buffering=0),
                            os.fdopen(stderr_r, "rb", buffering=0))
 
     def sweep(self):
         """Every other process of the uid killed, but the zygote and us."""
         if not self.alive:
-            supervisor.kill_everything_else()
+            rbrun.kill_everything_else()
             return
         try:
             self.sock.send(json.dumps({"op": "sweep"}).encode())
@@ -291,7 +291,7 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
     reap()
     if not zygote.alive:
         return "the zygote was killed or stopped"
-    if supervisor.others_alive(spare=zygote.pid):
+    if rbrun.others_alive(spare=zygote.pid):
         return "a process outlived the run"
     for directory, mode in modes.items():
         if not empty(directory, mode):
@@ -302,20 +302,20 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
         return "POSIX message queues outlived the run"
     if written_to_stdin():
         return "the run wrote to the harness's stdin"
-    if [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
+    if [rbrun.fingerprint(1), rbrun.fingerprint(zygote.pid)] != baseline:
         return "the run changed a limit or the scheduling of the harness"
     return None
 
 
 def serve():
-    supervisor.make_non_dumpable()
+    rbrun.make_non_dumpable()
     # Python handles SIGINT; with no handler at all, the kernel drops it for init.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     once = "--once" in sys.argv[1:]  # one run, then the container goes (the fresh mode)
     if not refuse_message_queues() and not os.path.ismount(MQUEUE_DIR):
         raise RuntimeError("cannot refuse POSIX message queues nor list them: a pool could not check its runs")
     zygote = Zygote(once)
-    baseline = [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)]
+    baseline = [rbrun.fingerprint(1), rbrun.fingerprint(zygote.pid)]
     if None in baseline:
         raise RuntimeError("cannot read the harness's limits and scheduling: a pool could not check its runs")
     modes = {directory: os.stat(directory).st_mode & 0o7777 for directory in CLEAN_DIRS}
@@ -326,21 +326,21 @@ def serve():
         line = stdin.readline()
         if not line.strip():
             return
-        request = supervisor.read_request(line)
+        request = rbrun.read_request(line)
         oom_before = oom_kills()
         started = time.monotonic()
-        report = supervisor.handle(request, zygote)
+        report = rbrun.handle(request, zygote)
         try:
             reason = recycle_reason(report, zygote, baseline, modes, oom_before)
         except Exception as exc:  # noqa: BLE001 - most likely the run lowered our limits; never ours to hide
             reason = f"the clean-up failed: {type(exc).__name__}: {exc}"[:500]
         if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR and \
-                [supervisor.fingerprint(1), supervisor.fingerprint(zygote.pid)] != baseline:
+                [rbrun.fingerprint(1), rbrun.fingerprint(zygote.pid)] != baseline:
             report["harness_attacked"] = True  # the run lowered our limits (prlimit): its doing, not ours
         if reason is not None:
-            supervisor.kill_everything_else()  # the zygote too: nothing runs after the report
+            rbrun.kill_everything_else()  # the zygote too: nothing runs after the report
         report.update(recycle=reason, serve_s=round(time.monotonic() - started, 6))
-        supervisor.write_report(request["nonce"].encode(), report)
+        rbrun.write_report(request["nonce"].encode(), report)
         if reason is not None or once:
             return
 

@@ -41,7 +41,7 @@ WORKER = "/opt/rewardbox/rbworker.py"
 SOLUTION = rbprotocol.SOLUTION_PATH
 SHOW_CHARS = 300
 OUTPUT_CAP_BYTES = 16 << 20
-# As supervisor.child_env: one thread per numerical library, within the pids limit.
+# As rbrun.child_env: one thread per numerical library, within the pids limit.
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": rbprotocol.WORK_DIR, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

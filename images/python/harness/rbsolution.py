@@ -274,7 +274,7 @@ def hide_test_sources():
     memory, which the completion (same uid) cannot read, not in a file it can
     open. Their lines stay in linecache for pytest's failure messages (an
     entry without mtime is never checked against the file). The supervisor
-    takes an emptied test file for the one it wrote (supervisor.digest_files)."""
+    takes an emptied test file for the one it wrote (rbrun.digest_files)."""
     wanted = set(sys.argv[5:])
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)

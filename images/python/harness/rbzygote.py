@@ -40,7 +40,7 @@ import pytest_runner  # noqa: E402
 import rbcheck  # noqa: E402
 import rbprotocol  # noqa: E402
 import rbworker  # noqa: E402
-import supervisor  # noqa: E402
+import rbrun  # noqa: E402
 
 PR_SET_DUMPABLE = 4
 MAX_FDS = 5
@@ -199,8 +199,8 @@ def serve(sock):
             return
         message = json.loads(data)
         if message["op"] == "sweep":
-            supervisor.kill_everything_else()
-            send(sock, {"clean": not supervisor.others_alive()})
+            rbrun.kill_everything_else()
+            send(sock, {"clean": not rbrun.others_alive()})
             continue
         try:
             pid = os.fork()

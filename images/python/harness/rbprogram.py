@@ -1,0 +1,85 @@
+"""Program mode: a run of `python3 <file>` with its stdin, not of pytest
+(SandboxFusion's run_code), and the files it was asked to fetch back. Builds
+on rbrun.py, whose `handle` sends program runs here."""
+
+import base64
+import os
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbrun  # noqa: E402
+
+
+def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, sweep=None):
+    """Runs `python3 /work/<name>` (already written, `source` its text) with
+    `stdin_text` as its standard input.
+
+    Not -I: that would also hide the program's own directory from sys.path, and
+    files written beside it must import as they would under `python file.py`.
+    The environment is empty anyway (-E, -s). Stdin is a memory file, not a
+    pipe: no writer to deadlock against a program that prints before reading.
+    What it printed (up to the output limit, both streams together) and the
+    fetched files come back base64, so any bytes survive the JSON report.
+    """
+    error = rbrun.syntax_error({name: source})  # still run: Python reports it as SandboxFusion's clients expect
+    stdin_fd = rbrun.memory_file((stdin_text or "").encode("utf-8", "surrogatepass"))
+    argv = [sys.executable, "-E", "-s", "-B", os.path.join(rbrun.WORK_DIR, name)]
+    started = time.monotonic()
+    child = subprocess.Popen(
+        argv, cwd=rbrun.WORK_DIR, env=rbrun.child_env(), stdin=stdin_fd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    os.close(stdin_fd)
+    streams = {"stdout": rbrun.Stream(output_limit_bytes), "stderr": rbrun.Stream(output_limit_bytes)}
+    returncode, timed_out, output_exceeded = rbrun.pump(child, streams, started + timeout_s, output_limit_bytes)
+    duration = time.monotonic() - started
+    (sweep or rbrun.kill_everything_else)()  # before fetching: nothing may change or swap the files while they are read
+    stdout = bytes(streams["stdout"].head[:output_limit_bytes])
+    stderr = bytes(streams["stderr"].head[:max(0, output_limit_bytes - len(stdout))])
+    files, omitted = fetch_files(fetch, output_limit_bytes - len(stdout) - len(stderr))
+    return {
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "output_exceeded": output_exceeded,
+        "duration_s": round(duration, 6),
+        "stdout_b64": base64.b64encode(stdout).decode(),
+        "stderr_b64": base64.b64encode(stderr).decode(),
+        "output_bytes": sum(s.total for s in streams.values()),
+        "syntax_error": error,
+        "files": files,
+        "files_omitted": omitted,
+    }
+
+
+def fetch_files(paths, budget):
+    """The files a program run asked back, base64 by path, while they fit in
+    `budget` bytes. Only regular files reached without a symlink: the harness
+    reads as the same user as the program, so the program must not be able to
+    point it elsewhere. Missing paths are left out, as SandboxFusion does."""
+    files, omitted = {}, []
+    for path in paths:
+        try:
+            full = rbrun.safe_path(path)
+            if os.path.realpath(full) != full:
+                continue
+            # O_NONBLOCK: a FIFO planted under the name must not hang the harness.
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (OSError, ValueError):
+            continue
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size > budget:
+                omitted.append(path)
+                continue
+            data = f.read(budget + 1)
+        if len(data) > budget:
+            omitted.append(path)
+            continue
+        budget -= len(data)
+        files[path] = base64.b64encode(data).decode()
+    return files, omitted
