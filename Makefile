@@ -56,7 +56,7 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	@echo "results: examples/results.jsonl"
 
 test: install sandbox-image scientific-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
-	$(MAKE) --no-print-directory lint docs
+	$(MAKE) --no-print-directory lint typecheck docs
 	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
 	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
