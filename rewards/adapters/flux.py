@@ -127,7 +127,7 @@ class FluxReward:
         """A batch scored in parallel; raw rewards, like flux's own."""
         outputs = [self._flux_output(o) for o in self._reward().score_many([self.sample(t) for t in trajectories])]
         return RewardBatch(rewards=[_raw(o) for o in outputs], token_rewards=[o.token_rewards for o in outputs],
-                           metadata={"samples": [o.details() for o in outputs]})  # flat, as before the fields were typed
+                           metadata={"samples": [o.metadata for o in outputs]})
 
     def __call__(self, trajectory: Any) -> RewardOutput:
         output = self.compute_reward(trajectory)
@@ -148,10 +148,13 @@ class FluxReward:
                       label=label, prompt=prompt, columns=metadata)
 
     def _flux_output(self, output: RewardOutput) -> RewardOutput:
+        """flux reads `reward`, `token_rewards` and `metadata`: the metadata
+        it gets is the flat view (verdict, test counts, duration included)."""
+        flat = output.details()
         if output.reward is not None:
-            return output
+            return output.model_copy(update={"metadata": flat})
         log.warning("flux: reward 0.0 for an unusable label: %s", output.metadata.get("error"))
-        return output.model_copy(update={"reward": 0.0, "metadata": {**output.metadata, "unscorable": True}})
+        return output.model_copy(update={"reward": 0.0, "metadata": {**flat, "unscorable": True}})
 
     def _reward(self) -> Reward:
         return self.reward if self.reward is not None else default_reward()

@@ -440,6 +440,9 @@ def test_flux_compute_reward_as_the_coordinator_uses_it():
     assert fake.seen == flux_expected()
     raw = [r if r is not None else 0.0 for r in rewards_of(flux_expected())]
     assert [fn.compute_reward(t).reward for t in flux_trajectories()] == raw
+    # flux logs what metadata holds: the verdict and counts, flat, as before they became fields.
+    assert [fn.compute_reward(t).metadata.get("verdict") for t in flux_trajectories()] == \
+           [expected_output(s).details().get("verdict") for s in flux_expected()]
     unusable = fn.compute_reward(flux_trajectories()[3])
     assert unusable.reward == 0.0 and unusable.metadata["unscorable"] is True and unusable.metadata["error"]
 
