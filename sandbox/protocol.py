@@ -84,12 +84,14 @@ class Record(BaseModel):
     event: str | None = None  # "collected", "collect_error" or "test"
     nodeid: str | None = None
     nodeids: list[str] = Field(default_factory=list)  # "collected": every test pytest found
+    more: bool = False  # "collected": more such records follow (a long list goes in chunks; the judge joins them)
     name: str | None = None
     cls: str | None = None
     outcome: str | None = None
     message: str | None = None
     exc_type: str | None = None
     duration_s: Any = None  # a forged record's may be anything: the judge drops the record then
+    exitstatus: Any = None  # "finished": pytest's exit status (the judge goes by the records, not by it)
 
 
 class Report(BaseModel):
@@ -109,6 +111,7 @@ class Report(BaseModel):
     returncode: int | None = None
     timed_out: bool = False
     output_exceeded: bool = False
+    output_bytes: int = 0  # what the run wrote to stdout and stderr, counted by the harness
     duration_s: float = 0.0
     stdout: str = ""  # a pytest run's output head
     stderr: str | None = None

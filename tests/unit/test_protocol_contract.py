@@ -183,3 +183,38 @@ PROGRAM_RUN = RunRequest(files={"main.py": "print(1)"}, program="main.py", stdin
 ], ids=["pytest", "in-process", "program"])
 def test_the_wire_bytes_of_a_request_are_what_they_always_were(request_, wire):
     assert host.encode_request(request_, "n") == wire
+
+
+HARNESS_SOURCES = ("supervisor.py", "pool_supervisor.py", "rbrun.py", "rbprogram.py", "pytest_runner.py")
+
+
+def harness_reports(work: Path) -> dict[str, dict]:
+    """One report of each kind, made by the harness's own code."""
+    nodeids = ["test_solution.py::test_a"]
+    return {
+        "program": program("import sys\nsys.exit(1)\n", fetch_files=["missing.txt"]),
+        "syntax": program("def f(:\n"),
+        "harness_error": rbrun.handle({"nonce": NONCE}, NO_SWEEP),
+        "pytest": pytest_report(nodeids, nodeids),
+    }
+
+
+def test_every_key_the_harness_writes_is_a_field_the_host_reads(work, monkeypatch):
+    """`Report` and `Record` allow extra keys (a forged record is dropped, not
+    fatal), so a key renamed on one side would otherwise pass unnoticed, its
+    field silently at its default."""
+    for kind, report in harness_reports(work).items():
+        parsed = host_reads(report, monkeypatch)
+        assert not parsed.model_extra, f"{kind} report: keys the host does not know: {sorted(parsed.model_extra)}"
+        for record in parsed.records:
+            assert not record.model_extra, f"{kind} record: keys the host does not know: {sorted(record.model_extra)}"
+
+
+@pytest.mark.parametrize("model", [host.Report, host.Record], ids=["report", "record"])
+def test_every_field_the_host_reads_is_written_by_the_harness(model):
+    """The other way: each field of the host's model is a key some harness
+    code writes (`"key":`, `report["key"]` or `key=` in report.update)."""
+    source = "\n".join((ROOT / "images" / "python" / "harness" / name).read_text() for name in HARNESS_SOURCES)
+    unwritten = [field for field in model.model_fields
+                 if not re.search(rf'"{field}"\s*[:\]]|\b{field}=', source)]
+    assert not unwritten, f"fields no harness code writes: {unwritten}"
