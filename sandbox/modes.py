@@ -6,7 +6,7 @@ themselves and `SandboxConfig` are in rewardbox.sandbox.config (re-exported here
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardbox.sandbox.backend import SandboxBackend
 from rewardbox.sandbox.config import DEFAULT_MODE, MODES, Mode, SandboxConfig, check_mode, make_local_sandbox
@@ -126,3 +126,13 @@ class LazySandbox:
             if self._sandbox is not None:
                 self._sandbox.close()
                 self._sandbox = None
+
+
+if TYPE_CHECKING:
+    # The type checker holds every backend to the interface its callers use
+    # (tests/unit/test_backend_protocol.py does the same for the test fake).
+    from rewardbox.sandbox.pool import PooledSandbox
+    from rewardbox.sandbox.ray_backend import RaySandbox
+    from rewardbox.sandbox.runner import Sandbox
+
+    BACKENDS: tuple[type[SandboxBackend], ...] = (Sandbox, PooledSandbox, RaySandbox, LazySandbox)
