@@ -292,6 +292,7 @@ def slowest(latencies: list[tuple[float, int, float]], traced: dict) -> dict:
     return {"median_run": phases(middle[1], middle[0]), "phase_medians": medians,
             "slowest": [phases(n, lat) for lat, n, _ in tail],
             "inline_starts": sum(p.get("inline", 0) for p in all_phases),
+            "takes_over_50ms": sum(1 for p in all_phases if (p.get("take_ms") or 0) > 50),
             "gc_pauses_over_10ms": sum(1 for start, end, _ in gcs if end - start > 0.01)}
 
 

@@ -6,8 +6,12 @@ pool_supervisor.py): it forks each run's test process from a warm process that
 has pytest imported, kills every process of the run afterwards, empties the
 writable dirs, and says "recycle" when anything of the run could outlive it.
 The host retires a container after that, after
-`reuse` runs, after `max_age_s`, or when its deadline passed, and starts a
-replacement in the background, so a warm one is usually waiting.
+`reuse` runs, after `max_age_s`, or when its deadline passed. A retirement
+that can be seen coming (the last runs of `reuse`, the last seconds of
+`max_age_s`) has its replacement started ahead, while the old container still
+serves, so that no run waits for a start; the old one goes once the new one
+is warm. An unforeseen one (a "recycle", a lost container) is replaced in the
+background at once.
 
 `reuse=1` gives each run a container nothing else has used, started ahead of
 demand: the single-use guarantee at a lower latency than `Sandbox`.
@@ -49,6 +53,11 @@ POOL_COMMAND = ["python3", "-I", "-B", f"{harness_protocol().HARNESS_DIR}/pool_s
 DEFAULT_REUSE = 1000  # each run is checked clean; a start costs as much CPU as ~10 runs
 DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
+# How far ahead of a foreseen retirement its replacement starts: a start takes
+# up to a few seconds under load, in which a container may serve tens of quick
+# runs. Retiring up to that many runs early costs little: a start per ~1000 runs.
+SPARE_LEAD_RUNS = 100
+SPARE_LEAD_S = 15.0
 
 
 _LIVE_POOLS: "weakref.WeakSet[PooledSandbox]" = weakref.WeakSet()
@@ -70,6 +79,7 @@ class PoolContainer:
     created: float = field(default_factory=time.monotonic)
     created_at: float = field(default_factory=time.time)  # wall clock, for the engine's event log
     runs: int = 0
+    retiring: bool = False  # its replacement is started: it goes once that one is warm
 
 
 class PooledSandbox(Sandbox):
@@ -166,49 +176,98 @@ class PooledSandbox(Sandbox):
             self._starting += 1
         self._background.submit(self._start_into_idle, limits)
 
-    def _start_into_idle(self, limits: Limits) -> None:
+    def _start_into_idle(self, limits: Limits, spare_for: PoolContainer | None = None) -> None:
         container = None
         try:
             container = self._start(limits)
         except Exception as exc:  # noqa: BLE001 - a run that needs one will start it and see the error
             log.warning("could not start a pooled container ahead of demand: %s", exc)
+        retired = None
         with self._changed:
             self._starting -= 1
+            if container is None and spare_for is not None:
+                spare_for.retiring = False  # replaced when it goes, as an unforeseen end is
             if container is not None and not self._closed:
                 self._idle.append(container)
+                # The one it replaces, if waiting idle, goes now (a busy one goes when given back).
+                retired = next((c for c in self._idle if c.retiring and _same_container(c.limits, container.limits)),
+                               None)
+                if retired is not None:
+                    self._idle.remove(retired)
                 container = None
             self._changed.notify_all()
+        if retired is not None:
+            self._remove_in_background(retired)
         if container is not None:
             self._remove(container)
 
     def _take(self, limits: Limits) -> PoolContainer:
-        """A warm container with these limits: an idle one, one being started,
-        or a new one."""
+        """A warm container with these limits: an idle one (one not retiring
+        first), one being started, or a new one. A container taken for one of
+        its last runs has its replacement started now."""
+        container: PoolContainer | None = None
         with self._changed:
             while True:
-                for container in list(self._idle):
-                    if _same_container(container.limits, limits):
-                        self._idle.remove(container)
-                        return container
+                matching = [c for c in self._idle if _same_container(c.limits, limits)]
+                if matching:
+                    container = next((c for c in matching if not c.retiring), matching[0])
+                    self._idle.remove(container)
+                    container.runs += 1
+                    spare = self._ending_soon(container)
+                    break
                 if not self._starting or self._idle:
                     break
                 self._changed.wait()
-        return self._start(limits)
+        if container is None:
+            container = self._start(limits)
+            container.runs += 1
+            spare = self._ending_soon(container)
+        if spare:
+            self._start_spare(container)
+        return container
+
+    def _ending_soon(self, container: PoolContainer) -> bool:
+        """Whether the container's retirement is near and its replacement not
+        yet started (marks it as started when so). Under the pool's lock, or
+        on a container no other thread holds."""
+        if container.retiring:
+            return False
+        # None by runs for a few-run container (`reuse=1`: the warm ones are its spares already).
+        lead = min(SPARE_LEAD_RUNS, self.reuse // 4)
+        near = (lead > 0 and container.runs >= self.reuse - lead
+                or time.monotonic() - container.created >= self.max_age_s - min(SPARE_LEAD_S, self.max_age_s / 4))
+        container.retiring = near
+        return near
+
+    def _start_spare(self, container: PoolContainer) -> None:
+        """Starts the replacement of a container near its retirement, beyond
+        the warm bound: the old one still serves until it is warm."""
+        with self._changed:
+            if self._closed:
+                return
+            self._starting += 1
+        self._background.submit(self._start_into_idle, container.limits, container)
 
     def _give_back(self, container: PoolContainer, recycle: str | None) -> None:
         old = time.monotonic() - container.created > self.max_age_s
         if recycle is None and container.runs < self.reuse and not old:
             with self._changed:
-                if not self._closed:
+                replaced = container.retiring and any(
+                    not c.retiring and _same_container(c.limits, container.limits) for c in self._idle)
+                if not self._closed and not replaced:
                     self._idle.append(container)
-                    # Idle ones with other limits go first when there are too many.
-                    evicted = self._idle.popleft() if len(self._idle) > self.warm else None
+                    # Retiring ones, then the oldest (those with other limits first), go when there are too many.
+                    evicted = None
+                    if len(self._idle) > self.warm:
+                        evicted = next((c for c in self._idle if c.retiring), self._idle[0])
+                        self._idle.remove(evicted)
                     self._changed.notify_all()
                     if evicted is not None:
                         self._remove_in_background(evicted)
                     return
         self._remove_in_background(container)
-        self._replenish(container.limits)
+        if not container.retiring:  # a retiring one's replacement is under way or warm already
+            self._replenish(container.limits)
 
     def settle(self, timeout_s: float = 60.0) -> bool:
         """Waits until no container is starting or being removed (for
@@ -252,7 +311,6 @@ class PooledSandbox(Sandbox):
     def _run_once(self, request: RunRequest) -> RunResult:
         limits = request.limits
         container = self._take(limits)
-        container.runs += 1
         with self._changed:
             self._busy += 1
         try:
