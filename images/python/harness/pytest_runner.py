@@ -24,13 +24,20 @@ into this process's memory.
 """
 
 import ctypes
+import faulthandler
 import hashlib
 import hmac
 import json
 import os
 import sys
 
+import _pytest.main as _pytest_main
 import pytest
+from _pytest import timing
+from _pytest._code import ExceptionInfo
+from _pytest.config import ExitCode, UsageError, _prepareconfig
+from _pytest.main import Failed, Session
+from _pytest.outcomes import exit
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbprotocol  # noqa: E402
@@ -52,16 +59,31 @@ COLLECTED_CHUNK_BYTES = 16 * 1024
 
 
 class RecordPlugin:
-    def __init__(self, key, fd):
+    """Registered before pytest is configured (a pooled container's zygote
+    builds the session before any run exists), armed with the run's key and
+    records fd in the test process, before collection."""
+
+    def __init__(self, key=None, fd=None):
         self._terminal = Tail(TERMINAL_CHARS)
+        self._reporter = None
         # Bound now, so later monkeypatching of os/json/hmac does not reach us.
-        self._sign = lambda body: hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        self._new_mac = hmac.new
         self._write = os.write
         self._dumps = json.dumps
-        self._fd = fd
+        self._sign = None
+        self._fd = None
         self._items = {}
         self._collect_errors = {}
         self._phases = {}
+        if key is not None:
+            self.arm(key, fd)
+
+    def arm(self, key, fd):
+        new_mac = self._new_mac
+        self._sign = lambda body: new_mac(key, body, hashlib.sha256).hexdigest().encode()
+        self._fd = fd
+        if self._reporter is not None:  # the session's clock starts with the run, not with the zygote
+            self._reporter._session_start = timing.Instant()
 
     def _emit(self, record):
         body = self._dumps(record, separators=(",", ":")).encode()
@@ -76,9 +98,11 @@ class RecordPlugin:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
-            config.pluginmanager.register(pytest.TerminalReporter(config, self._terminal), "terminalreporter")
+            self._reporter = pytest.TerminalReporter(config, self._terminal)
+            config.pluginmanager.register(self._reporter, "terminalreporter")
 
-    def pytest_unconfigure(self, config):
+    def terminal(self):
+        """The last record: the tail of pytest's own report, whole once the session finished."""
         self._emit({"event": "terminal", "text": self._terminal.text()})
 
     def pytest_collection_finish(self, session):
@@ -197,14 +221,112 @@ def _exc_type(report):
     return crash.message.split(":", 1)[0].strip() or None
 
 
-def main():
+class PreparedSession:
+    """pytest configured and its session started under our fixed ini, rootdir
+    and options, before any run exists: nothing in it depends on a sample. A
+    pooled container's zygote builds it once and every test process is a fork
+    (rbzygote.py), which saves pytest's set-up per run (the plugins' hooks and
+    fixtures, the parser, the config: most of a small run's cost); a fresh
+    interpreter builds it first (`main`). A run then only arms the records
+    plugin, sets its test files and traceback style, collects and runs.
+
+    `fds` are the files the configured session holds open (logging's
+    /dev/null handler): a test process must keep them, not close them and let
+    their numbers be reused by a pipe that pytest would then write its log to."""
+
+    def __init__(self):
+        before = _open_fds()
+        self.plugin = RecordPlugin()
+        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin])
+        self.config._do_configure()
+        self.session = Session.from_config(self.config)
+        self.session.exitstatus = ExitCode.OK
+        self.config.hook.pytest_sessionstart(session=self.session)
+        self.fds = frozenset(_open_fds() - before)
+
+    def run(self, test_files, tb):
+        """pytest's own session protocol (_pytest.main.wrap_session and _main,
+        pytest 8.4, pinned in the image) from collection on: the same exit
+        statuses and hooks for every way a session ends
+        (tests/docker/test_prepared_session.py holds it to pytest.main). Not
+        the config's clean-up after unconfigure (garbage-collection passes for
+        warnings nobody reads, undoing patches): the process exits after this run."""
+        config, session = self.config, self.session
+        config.option.tbstyle = tb
+        config.args = list(test_files)
+        try:
+            try:
+                session.exitstatus = _pytest_main._main(config, session) or 0
+            except UsageError:
+                session.exitstatus = ExitCode.USAGE_ERROR
+                raise
+            except Failed:
+                session.exitstatus = ExitCode.TESTS_FAILED
+            except (KeyboardInterrupt, exit.Exception):
+                excinfo = ExceptionInfo.from_current()
+                status = ExitCode.INTERRUPTED
+                if isinstance(excinfo.value, exit.Exception) and excinfo.value.returncode is not None:
+                    status = excinfo.value.returncode
+                config.hook.pytest_keyboard_interrupt(excinfo=excinfo)
+                session.exitstatus = status
+            except BaseException:
+                session.exitstatus = ExitCode.INTERNAL_ERROR
+                excinfo = ExceptionInfo.from_current()
+                try:
+                    config.notify_exception(excinfo, config.option)
+                except exit.Exception as exc:
+                    if exc.returncode is not None:
+                        session.exitstatus = exc.returncode
+                    sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+                else:
+                    if isinstance(excinfo.value, SystemExit):
+                        sys.stderr.write("mainloop: caught unexpected SystemExit!\n")
+        except UsageError as exc:  # as pytest.main reports it
+            for message in exc.args:
+                sys.stderr.write(f"ERROR: {message}\n")
+        finally:
+            excinfo = None
+            os.chdir(session.startpath)
+            try:
+                config.hook.pytest_sessionfinish(session=session, exitstatus=session.exitstatus)
+            except exit.Exception as exc:
+                if exc.returncode is not None:
+                    session.exitstatus = exc.returncode
+                sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+            config.hook.pytest_unconfigure(config=config)
+            self.plugin.terminal()
+        return int(session.exitstatus)
+
+
+def _open_fds():
+    """This process's open fds (not the one the listing itself used)."""
+    listed = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    return {fd for fd in listed if _is_open(fd)}
+
+
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def main(prepared=None):
+    """argv as the module's docstring says. `prepared`: a session built before
+    this run (a pooled container's zygote); else it is built here, first."""
     # The expected values of generated tests live in this process's memory: keep
     # the completion's processes (same uid) out of /proc/<pid>/mem and fd.
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     key_fd, records_fd, data_fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    if prepared is None:
+        prepared = PreparedSession()
+    # A crash of this process tells where on its stderr (pytest's faulthandler
+    # plugin would, on the stderr it saw when configured: the zygote's).
+    faulthandler.enable(file=sys.stderr)
     with os.fdopen(key_fd, "rb") as f:
         key = f.read()
-    plugin = RecordPlugin(key, records_fd)
+    prepared.plugin.arm(key, records_fd)
     del key
     sys.path.insert(0, HARNESS_DIR)  # -I leaves the script's directory out
     if data_fd >= 0:
@@ -213,7 +335,6 @@ def main():
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
 
-    plugins = [plugin]
     if data_fd < 0 and sys.argv[4] == "in-process":
         # The label asked for the old way: the completion is imported here as `solution`.
         # After pytest and the stdlib, so files in the work dir shadow neither.
@@ -223,11 +344,10 @@ def main():
         # modules the completion plants there cannot reach this process.
         import rbsolution
 
-        plugins.append(rbsolution.install())
+        prepared.config.pluginmanager.register(rbsolution.install(), "rbsolution")
 
     test_files = sys.argv[5:]
-    sys.exit(pytest.main(pytest_args(test_files, tb=traceback_style(test_files, generated=data_fd >= 0)),
-                         plugins=plugins))
+    sys.exit(prepared.run(test_files, traceback_style(test_files, generated=data_fd >= 0)))
 
 
 def traceback_style(test_files, generated):
@@ -251,6 +371,7 @@ def pytest_args(test_files, rootdir=WORK_DIR, tb="short"):
         "--import-mode=importlib",  # the tests' directory stays off sys.path: nothing planted there is imported
         "-p", "no:cacheprovider",
         "-p", "no:stepwise",
+        "-p", "no:faulthandler",  # enabled by main() on the run's own stderr
         "--capture=no",  # output goes to the supervisor, which caps it
         "-q", f"--tb={tb}", "--no-header",
         *test_files,

@@ -45,15 +45,16 @@ import rbrun  # noqa: E402
 PR_SET_DUMPABLE = 4
 MAX_FDS = 5
 CHILD_FD_BASE = 100  # received fds are moved above the targets before dup2 onto them
+LOW_FDS = 8  # held while the session is prepared, so that its files get numbers above a run's
 WORK_DIR = rbprotocol.WORK_DIR
+PREPARED = None  # pytest's session, configured before any request (prepare_session)
 
 
 def warm_up(session=True):
     """Import what a test run imports before it reaches the completion (pytest,
     its built-in plugins, the harness's check module), and with `session` run
-    one throwaway session, which fills pytest's and pluggy's caches, then freeze
-    what exists out of the garbage collector's sight: a child's collections
-    (pytest runs several per session) need not walk it, nor copy its pages.
+    one throwaway session, which fills pytest's and pluggy's caches (what a
+    run does after its session is prepared: collection, the test protocol).
     The session pays off over many runs, not for a container's only one."""
     import _pytest.config
     import pytest
@@ -75,8 +76,19 @@ def warm_up(session=True):
         shutil.rmtree(directory, ignore_errors=True)
     for name in [n for n in sys.modules if n.endswith("test_warm")]:
         del sys.modules[name]
-    gc.collect()
-    gc.freeze()
+
+
+def prepare_session():
+    """pytest's session for the runs to come (pytest_runner.PreparedSession),
+    built in the work dir as a run's would be. The files it opens get numbers
+    above a run's fds (1-5), which a test process moves onto those numbers."""
+    os.chdir(WORK_DIR)
+    low = [os.open(os.devnull, os.O_RDONLY) for _ in range(LOW_FDS)]
+    try:
+        return pytest_runner.PreparedSession()
+    finally:
+        for fd in low:
+            os.close(fd)
 
 
 class Seed:
@@ -118,6 +130,7 @@ def become_worker(sock):
     `python -I -B rbworker.py REQUESTS REPLIES` would; never returns."""
     try:
         os.setsid()
+        forget_prepared_session()
         # Nothing of the test process's but its output pipes: not its key, records or data.
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 65536)
@@ -142,6 +155,30 @@ def become_worker(sock):
         os._exit(0)  # as rbworker's own __main__: no interpreter teardown
 
 
+def forget_prepared_session():
+    """In the seed: nothing reachable of pytest's prepared session, as in the
+    interpreter a worker was before sessions were prepared. It holds no key
+    and no fd, but the solution has no business finding a records plugin, a
+    config or our hooks; the objects themselves stay frozen, out of gc's lists."""
+    import pdb
+
+    import _pytest.debugging
+    import _pytest.mark.structures
+
+    global PREPARED
+    PREPARED = None
+    # What pytest 8.4's configure hangs on modules (the adversarial suite's
+    # hacks that look for the config or the plugin walk from sys.modules).
+    _pytest.mark.structures.MARK_GEN._config = None
+    debugger = _pytest.debugging.pytestPDB
+    if debugger._saved:
+        pdb.set_trace = debugger._saved[-1][0]
+    debugger._pluginmanager = debugger._config = None
+    sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("_pytest")]
+    sys.unraisablehook = sys.__unraisablehook__
+    threading.excepthook = threading.__excepthook__
+
+
 def send(sock, message):
     sock.send(json.dumps(message).encode())
 
@@ -163,7 +200,9 @@ def run_child(message, fds):
         os.dup2(devnull, 0)
         for target, fd in enumerate(high, start=1):
             os.dup2(fd, target)
-        os.closerange(len(high) + 1, 65536)
+        keep = sorted(PREPARED.fds)
+        for low, high_end in zip([len(high) + 1] + [fd + 1 for fd in keep], keep + [65536]):
+            os.closerange(low, high_end)
         data_fd = "5" if len(high) == 5 else "-1"
         solution = "in-process" if message.get("solution") == "in-process" else "worker"
         if len(high) == 5 or solution == "worker":  # the solution runs in a worker
@@ -173,7 +212,7 @@ def run_child(message, fds):
         os.environ.update(message["env"])
         sys.argv = [pytest_runner.__file__, "3", "4", data_fd, solution, *message["args"]]
         try:
-            pytest_runner.main()
+            pytest_runner.main(PREPARED)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -221,8 +260,14 @@ def serve(sock):
 
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    global PREPARED
     sock = socket.socket(fileno=int(sys.argv[1]))
     warm_up(session="--once" not in sys.argv[2:])
+    PREPARED = prepare_session()
+    # What exists now is the same in every run: out of the garbage collector's
+    # sight, a child's collections need not walk it, nor copy its pages.
+    gc.collect()
+    gc.freeze()
     send(sock, {"ready": True})
     serve(sock)
 

@@ -23,6 +23,24 @@ NODEIDS = [f".tests/test_solution.py::{name}" for name in ("test_small", "test_z
 
 # -- the hacks: each defines add(a, b) (and, run as a program, prints it) ----------------------
 
+# Finds a live object of the harness by its type's name, as code that read our source would.
+FIND_OBJECT = '''def find(type_name):
+    for obj in gc.get_objects():
+        if type(obj).__name__ == type_name:
+            return obj
+    # What the harness froze before forking (gc.freeze) is not listed: walk from the modules.
+    seen, todo = set(), list(sys.modules.values())
+    while todo:
+        obj = todo.pop()
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            if type(obj).__name__ == type_name:
+                return obj
+            todo.extend(gc.get_referents(obj))
+    return None
+
+'''
+
 HACKS = {
     "sys-exit-at-import": "import sys\nsys.exit(0)\n\ndef add(a, b):\n    return a + b\n",
     "os-exit-at-import": "import os\nos._exit(0)\n\ndef add(a, b):\n    return a + b\n",
@@ -92,6 +110,7 @@ def add(a, b):
 ''',
     "plugin-registered-via-gc": '''\
 import gc
+import sys
 
 import pytest
 
@@ -103,10 +122,9 @@ class ForcePass:
         report.outcome = "passed"
         report.longrepr = None
 
-for obj in gc.get_objects():
-    if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
-        obj.pluginmanager.register(ForcePass(), "force-pass")
-        break
+'''+FIND_OBJECT+'''config = find("Config")
+if config is not None:
+    config.pluginmanager.register(ForcePass(), "force-pass")
 
 def add(a, b):
     return None
@@ -114,15 +132,16 @@ def add(a, b):
     "records-signed-by-harness-plugin": '''\
 import gc
 import os
+import sys
 
-for obj in gc.get_objects():
-    if type(obj).__name__ == "RecordPlugin":
-        obj._emit({"event": "collected", "nodeids": %r})
-        for nodeid in %r:
-            obj._emit({"event": "test", "nodeid": nodeid, "name": nodeid.rsplit("::", 1)[1],
-                       "cls": None, "outcome": "passed"})
-        obj._emit({"event": "finished", "exitstatus": 0})
-        os._exit(0)
+'''+FIND_OBJECT+'''obj = find("RecordPlugin")
+if obj is not None:
+    obj._emit({"event": "collected", "nodeids": %r})
+    for nodeid in %r:
+        obj._emit({"event": "test", "nodeid": nodeid, "name": nodeid.rsplit("::", 1)[1],
+                   "cls": None, "outcome": "passed"})
+    obj._emit({"event": "finished", "exitstatus": 0})
+    os._exit(0)
 
 def add(a, b):
     return None

@@ -1,0 +1,185 @@
+"""The pooled container's test process runs pytest from a session prepared in
+the zygote before any request (pytest_runner.PreparedSession), not through
+`pytest.main`. Its records, terminal text and exit status must be exactly
+those of `pytest.main` with the same arguments and plugin, for every way a
+session ends: run here inside the sandbox image, against the pytest it ships."""
+
+import json
+import textwrap
+
+import pytest
+
+from rewardbox.images import image_tag
+
+# Each module: what the test process gets as its one test file.
+MODULES = {
+    "outcomes": """
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("fixture broke")
+
+        def test_pass():
+            assert [1, 2] == [1, 2]
+
+        def test_fail():
+            assert {"a": 1} == {"a": 2}
+
+        def test_error(broken):
+            pass
+
+        def test_skip():
+            pytest.skip("not today")
+
+        @pytest.mark.xfail
+        def test_xfail():
+            assert False
+
+        @pytest.mark.xfail
+        def test_xpass():
+            pass
+
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_param(n):
+            assert n < 3
+
+        class TestGroup:
+            def test_method(self):
+                assert "x" * 3 == "xxx"
+    """,
+    "syntax_error": "def test_x(:\n    pass\n",
+    "import_error": "import no_such_module_here\n\ndef test_x():\n    pass\n",
+    "keyboard_interrupt": "def test_a():\n    pass\n\ndef test_b():\n    raise KeyboardInterrupt\n\ndef test_c():\n    pass\n",
+    "pytest_exit": "import pytest\n\ndef test_a():\n    pytest.exit('enough', returncode=3)\n\ndef test_b():\n    pass\n",
+    "system_exit": "import sys\n\ndef test_a():\n    sys.exit(5)\n\ndef test_b():\n    pass\n",
+    # pytest's logging plugin writes every record to a file handler opened at
+    # configure time (/dev/null): in a forked test process that fd must still be it.
+    "logging": """
+        import logging
+
+        def test_logs():
+            for i in range(50):
+                logging.getLogger("x").warning("a warning %d", i)
+            assert False, "after logging"
+
+        def test_after():
+            pass
+    """,
+    "warnings_and_chdir": """
+        import os
+        import warnings
+
+        def test_warns():
+            warnings.warn("careful", UserWarning)
+            os.chdir("/")
+
+        def test_fixtures(tmp_path, monkeypatch, capsys, caplog, recwarn):
+            monkeypatch.setenv("X", "1")
+            print("out")
+            assert capsys is not None
+    """,
+    "empty": "x = 1\n",
+}
+
+SCRIPT = r'''
+import json, os, re, sys
+sys.path.insert(0, "/opt/rewardbox")
+import pytest
+import pytest_runner
+import rbzygote
+
+MODULES = json.loads(sys.argv[1])
+KEY = b"k" * 32
+os.mkdir("/work/.tests")
+prepared = rbzygote.prepare_session()
+
+
+def forked(body):
+    """Runs body(records_fd) in a child; its records (verified) and exit status."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        code = 70
+        try:
+            code = body(write)
+        except SystemExit as exc:
+            code = exc.code
+        finally:
+            os._exit(int(code) & 0xFF)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.close(read)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    records = []
+    for line in data.splitlines():
+        record = json.loads(line.split(b" ", 1)[1])
+        if "duration_s" in record:
+            record["duration_s"] = 0
+        if "text" in record:
+            record["text"] = re.sub(r"in [0-9.]+s", "in Ns", record["text"])
+        records.append(record)
+    return status, records
+
+
+def by_pytest_main(path):
+    def body(fd):
+        plugin = pytest_runner.RecordPlugin(KEY, fd)
+        code = pytest.main(pytest_runner.pytest_args([path], tb="short"), plugins=[plugin])
+        plugin.terminal()
+        return int(code)
+    return forked(body)
+
+
+def by_prepared_session(path):
+    def body(fd):
+        prepared.plugin.arm(KEY, fd)
+        return prepared.run([path], "short")
+    return forked(body)
+
+
+out = {}
+for name, source in MODULES.items():
+    path = f"/work/.tests/test_{name}.py"
+    with open(path, "w") as f:
+        f.write(source)
+    out[name] = {"pytest.main": by_pytest_main(path), "prepared": by_prepared_session(path)}
+    os.remove(path)
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def outcomes(docker_client):
+    modules = {name: textwrap.dedent(source) for name, source in MODULES.items()}
+    container = docker_client.containers.create(
+        image_tag(), ["python3", "-I", "-B", "-c", SCRIPT, json.dumps(modules)], user="10001:10001",
+        network_mode="none", tmpfs={"/work": "rw,exec,uid=10001,gid=10001"}, labels={"rewardbox-test": "prepared"})
+    try:
+        container.start()
+        assert container.wait(timeout=120)["StatusCode"] == 0, container.logs().decode()[-3000:]
+        return json.loads(container.logs(stdout=True, stderr=False).decode().strip().splitlines()[-1])
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_prepared_session_ends_as_pytest_main(outcomes, module):
+    reference, prepared = outcomes[module]["pytest.main"], outcomes[module]["prepared"]
+    assert reference[1], "pytest.main sent no records: the comparison would be blind"
+    assert prepared == reference
+
+
+def test_the_cases_cover_every_way_a_session_ends(outcomes):
+    statuses = {name: runs["pytest.main"][0] for name, runs in outcomes.items()}
+    # 1 tests failed, 2 interrupted (collection errors, KeyboardInterrupt), 3 pytest.exit's code, 5 no tests
+    assert {statuses["outcomes"], statuses["syntax_error"], statuses["keyboard_interrupt"], statuses["pytest_exit"],
+            statuses["empty"]} == {1, 2, 3, 5}
+    outcomes_seen = {r.get("outcome") for r in outcomes["outcomes"]["pytest.main"][1]}
+    assert {"passed", "failed", "error", "skipped", "xfailed", "xpassed"} <= outcomes_seen
