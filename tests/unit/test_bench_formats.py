@@ -76,6 +76,15 @@ def test_bare_program_gets_each_variant_its_class_from_the_exit_status(fmt):
         assert result["passed"] == (item["total"] if kind == "canonical" else 0)  # all or nothing
 
 
+@pytest.mark.parametrize("fmt", ["call", "stdio"])
+def test_bare_gets_each_variant_its_class_from_the_plain_module_of_a_call_or_stdio_label(fmt):
+    contestant = bench.Bare(1, LIMITS)
+    for kind in ("canonical", "crash_some", "wrong_all", "truncated"):
+        sample = _sample(kind, fmt)
+        [item] = bench.prepared([sample], LIMITS, fmt, [PROBLEM])
+        assert contestant(item)["verdict"] == sample.expected, kind
+
+
 def test_a_stdio_crash_some_crashes_on_some_inputs_though_each_input_is_a_fresh_process():
     # corpus.py's crash counts calls: in a fresh process per input that is every input or none
     sample = _sample("crash_some", "stdio")
