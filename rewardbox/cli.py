@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from pydantic import ValidationError
-from tqdm import tqdm
 
 from rewardbox import __version__
 from rewardbox.images import image_tag
@@ -158,15 +157,15 @@ def _score(args: argparse.Namespace) -> int:
     with interrupt.caught():
         try:
             started = time.monotonic()
-            bar = tqdm(total=len(samples), unit="sample", disable=args.no_progress or not sys.stderr.isatty(),
-                       file=sys.stderr)
+            bar = _progress_bar(len(samples), shown=not args.no_progress and sys.stderr.isatty())
             futures = _submit_all(reward, samples, interrupt.requested)
             for f in futures:
-                if f is not None:
+                if f is not None and bar is not None:
                     f.add_done_callback(lambda _: bar.update())
             with _open_output(args.output) as sink:
                 outputs = _write_answers(samples, futures, sink, interrupt.requested)
-            bar.close()
+            if bar is not None:
+                bar.close()
             elapsed = time.monotonic() - started
             finished = not interrupt.requested.is_set()
         finally:
@@ -180,6 +179,16 @@ def _score(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return INTERRUPTED
     return _failures(outputs)
+
+
+def _progress_bar(total: int, shown: bool) -> Any:
+    """tqdm's bar on stderr, or None when none is shown: tqdm is then not
+    even imported (a run with no terminal, as a trainer's, starts sooner)."""
+    if not shown:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="sample", file=sys.stderr)
 
 
 def _failures(outputs: list[RewardOutput]) -> int:

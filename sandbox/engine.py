@@ -334,12 +334,11 @@ class DockerEngine:
 
     @staticmethod
     def _connect(base_url: str | None, pool_size: int) -> docker.APIClient:
+        # Both ask the engine its API version ("auto"): that answer is the check that
+        # it is up (a ping after it was one more round trip before the first container).
         if base_url:
-            api = docker.APIClient(base_url=base_url, version="auto", timeout=60, max_pool_size=pool_size)
-        else:
-            api = docker.from_env(timeout=60, max_pool_size=pool_size).api
-        api.ping()
-        return api
+            return docker.APIClient(base_url=base_url, version="auto", timeout=60, max_pool_size=pool_size)
+        return docker.from_env(version="auto", timeout=60, max_pool_size=pool_size).api
 
     def _retry(self, call: Callable[[], T]) -> T:
         stats = self.stats
