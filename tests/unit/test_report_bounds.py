@@ -174,7 +174,7 @@ def test_records_split_anywhere_across_chunks_arrive_whole():
 def test_pytest_terminal_output_is_kept_apart_as_a_tail():
     runner, pipe = plugin()
     runner._terminal.write("." * 50_000 + "\n1 failed, 9999 passed in 3.2s\n")
-    runner.pytest_unconfigure(None)
+    runner.terminal()
     records = feed(pipe.lines)
     assert records.records == [] and records.terminal.endswith("1 failed, 9999 passed in 3.2s\n")
     assert len(records.terminal) <= pytest_runner.TERMINAL_CHARS
