@@ -260,6 +260,45 @@ def one_sitting(workers: int, requests: int, clients: int, codes: list[str], tre
     return result
 
 
+def bare_sitting(requests: int, clients: int, codes: list[str], seed: int) -> dict:
+    """The floor: the same programs in the same order, each run as `python3 prog.py`
+    in a subprocess with no isolation, from as many client threads."""
+    rng = random.Random(seed)
+    plan = [rng.choice(codes) for _ in range(requests)]
+    lock = threading.Lock()
+    numbers = iter(range(requests))
+    latencies: list[float] = []
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as work:
+        def client() -> None:
+            while True:
+                with lock:
+                    n = next(numbers, None)
+                if n is None:
+                    return
+                path = os.path.join(work, f"prog{n}.py")
+                with open(path, "w") as f:
+                    f.write(plan[n])
+                start = time.monotonic()
+                done = subprocess.run(["python3", path], capture_output=True, timeout=60, cwd=work)
+                latency = time.monotonic() - start
+                with lock:
+                    (latencies.append(latency) if done.returncode == 0 else failures.append(str(n)))
+
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - started
+    return {"bare": "python3 prog.py", "clients": clients, "requests": requests, "clean": len(latencies),
+            "not_clean": len(failures), "per_s": round(len(latencies) / wall, 1),
+            "p50_ms": round(1000 * percentile(latencies, 0.5), 1), "p90_ms": round(1000 * percentile(latencies, 0.9), 1),
+            "p99_ms": round(1000 * percentile(latencies, 0.99), 1), "max_ms": round(1000 * max(latencies), 1),
+            "p99/p50": round(percentile(latencies, 0.99) / percentile(latencies, 0.5), 2)}
+
+
 def slowest(latencies: list[tuple[float, int, float]], traced: dict) -> dict:
     """The phases of the slowest 2% of runs, beside the median run's."""
     runs = {r["n"]: r for r in traced["runs"] if r.get("n", -1) >= 0}
@@ -306,6 +345,8 @@ def main() -> None:
     parser.add_argument("--tree", action="append", default=[],
                         help="a tree first on PYTHONPATH (repeat to compare; 'installed' is the installed one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bare", action="store_true",
+                        help="first, the floor: the same programs as bare subprocesses (python3 prog.py)")
     parser.add_argument("--reuse", type=int, default=None,
                         help="runs per container (default: the settings'); small values show what a retirement costs")
     parser.add_argument("--cold-start", action="store_true",
@@ -315,6 +356,8 @@ def main() -> None:
     trees = args.tree or ["installed"]
     print(f"/run_code, HumanEval canonical programs, {args.requests} requests from {args.clients} clients, "
           f"{os.cpu_count()} CPUs")
+    if args.bare:
+        print(json.dumps(bare_sitting(args.requests, args.clients, codes, args.seed)))
     for workers in (int(w) for w in args.workers.split(",")):
         for tree in trees:
             result = one_sitting(workers, args.requests, args.clients, codes, None if tree == "installed" else tree,

@@ -24,7 +24,6 @@ exits. So how one ended under a run is read from the engine's events.
 """
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -59,10 +58,6 @@ READY_TIMEOUT_S = 60.0
 # runs. Retiring up to that many runs early costs little: a start per ~1000 runs.
 SPARE_LEAD_RUNS = 100
 SPARE_LEAD_S = 15.0
-# Starts ahead of demand at once, at most: one CPU-bound start per core. More only
-# share the cores, and the first container, which the first run waits for, is
-# warm later (8 at once on 2 cores: about 4x later).
-MAX_STARTING_AT_ONCE = os.cpu_count() or 2
 
 
 _LIVE_POOLS: "weakref.WeakSet[PooledSandbox]" = weakref.WeakSet()
@@ -114,7 +109,6 @@ class PooledSandbox(Sandbox):
         self._closed = False
         self._changed = threading.Condition()
         self._background = ThreadPoolExecutor(self.warm, thread_name_prefix="rewardbox-pool")
-        self._start_slots = threading.BoundedSemaphore(MAX_STARTING_AT_ONCE)
         _LIVE_POOLS.add(self)
         # A pool dropped without close(), or still open when the interpreter exits,
         # removes its waiting containers all the same.
@@ -185,9 +179,7 @@ class PooledSandbox(Sandbox):
     def _start_into_idle(self, limits: Limits, spare_for: PoolContainer | None = None) -> None:
         container = None
         try:
-            with self._start_slots:  # a run that cannot wait starts its own (_take), not bound by these
-                if not self._closed:  # closed while this one waited for a slot: no start to undo
-                    container = self._start(limits)
+            container = self._start(limits)
         except Exception as exc:  # noqa: BLE001 - a run that needs one will start it and see the error
             log.warning("could not start a pooled container ahead of demand: %s", exc)
         retired = None
