@@ -70,7 +70,12 @@ def parse_label(raw: Any, cache: "LabelCache | None" = None) -> Label:
     if not isinstance(raw, str) and deeper_than(raw, MAX_JSON_DEPTH):
         raise LabelError(f"label nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        key = raw if isinstance(raw, str) else "\0" + json.dumps(raw, sort_keys=True)
+        # The label's own fields in sorted order (a group's samples share it however
+        # each spelled it), what they hold as given: a dict argument's key order is
+        # what a function iterating it sees.
+        fields = {k: raw[k] for k in sorted(raw)} if isinstance(raw, dict) and all(isinstance(k, str) for k in raw) \
+            else raw
+        key = raw if isinstance(raw, str) else "\0" + json.dumps(fields)
     except (TypeError, ValueError):  # not JSON data (numpy values, say): parse it every time
         return _parse_label(raw)
     return (LABEL_CACHE if cache is None else cache).get(key)
@@ -94,7 +99,7 @@ class LabelCache:
         return len(self._labels)
 
     def get(self, key: str) -> Label:
-        """The label of `key` (its text, or NUL + the canonical JSON of a label
+        """The label of `key` (its text, or NUL + the JSON of a label
         object), parsed now if it is not kept; raises `LabelError`."""
         with self._lock:
             if (hit := self._labels.get(key)) is not None:

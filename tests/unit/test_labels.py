@@ -429,3 +429,16 @@ def test_a_struct_rows_null_keys_read_as_absent(kind):
 ])
 def test_null_optional_keys_read_as_absent(raw, same_as):
     assert parse_label(raw) == parse_label(same_as)
+
+
+def test_a_dict_argument_keeps_its_key_order():
+    # HumanEval/95 as a call label: the function decides by the first key it iterates.
+    # The label cache once keyed (and re-parsed) labels by JSON with sorted keys:
+    # {"p": .., "A": .., "B": ..} reached the function as {"A": .., "B": .., "p": ..}.
+    raw = {"fn_name": "check_dict_case", "inputs": [[{"p": "pineapple", "A": "banana", "B": "banana"}]],
+           "outputs": [False]}
+    data = json.loads(parse_label(raw).request("pass", Limits()).test_data)
+    assert list(data["cases"][0]["args"][0]) == ["p", "A", "B"]
+    reordered = {**raw, "inputs": [[{"A": "banana", "B": "banana", "p": "pineapple"}]]}
+    data = json.loads(parse_label(reordered).request("pass", Limits()).test_data)
+    assert list(data["cases"][0]["args"][0]) == ["A", "B", "p"]
