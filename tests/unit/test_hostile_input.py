@@ -5,6 +5,7 @@ size. Each case here once raised, hung for minutes, or grew without bound."""
 import asyncio
 import contextlib
 import json
+import tracemalloc
 
 import pytest
 
@@ -174,3 +175,17 @@ def test_bounded_json_reads_what_datasets_hold():
 def test_labels_of_any_shape_are_label_errors_or_labels(raw):
     with contextlib.suppress(LabelError):
         parse_label(raw)
+
+
+def test_a_long_string_in_deep_json_is_measured_in_constant_memory():
+    # A CLI line or label with a long string and more than 200 brackets: its depth was
+    # measured with a regex over whole strings that kept ~120 bytes per character
+    # (a 100 MB line cost 12 GB, and the fuzz tier's CLI test ran the machine out of memory).
+    line = json.dumps({"completion": "x" * 2_000_000, "label": [[i] for i in range(300)]})
+    tracemalloc.start()
+    try:
+        assert loads(line)["label"][299] == [299]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 30 << 20, f"{peak >> 20} MiB to read a {len(line) >> 20} MiB line"
