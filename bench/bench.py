@@ -531,25 +531,23 @@ def pids_named(*names: str) -> list[int]:
 
 def container_cgroups() -> dict[str, Path]:
     """Each running container's CPU usage file, by container id."""
-    for base, usage in ((Path("/sys/fs/cgroup/cpuacct/docker"), "cpuacct.usage"),
-                        (Path("/sys/fs/cgroup/docker"), "cpu.stat"),
-                        (Path("/sys/fs/cgroup/system.slice"), "cpu.stat")):
-        if base.is_dir():
-            found = {}
-            for entry in os.scandir(base):
-                cid = entry.name.removeprefix("docker-").removesuffix(".scope")
-                if entry.is_dir() and len(cid) == 64:
-                    found[cid] = Path(entry.path, usage)
-            return found
-    return {}
+    return _container_files(((Path("/sys/fs/cgroup/cpuacct/docker"), "cpuacct.usage"),
+                             (Path("/sys/fs/cgroup/docker"), "cpu.stat"),
+                             (Path("/sys/fs/cgroup/system.slice"), "cpu.stat")))
 
 
 def container_memory_files() -> dict[str, Path]:
     """Each running container's memory usage file, by container id: cgroup v1's
     memory.usage_in_bytes, else v2's memory.current."""
-    for base, usage in ((Path("/sys/fs/cgroup/memory/docker"), "memory.usage_in_bytes"),
-                        (Path("/sys/fs/cgroup/docker"), "memory.current"),
-                        (Path("/sys/fs/cgroup/system.slice"), "memory.current")):
+    return _container_files(((Path("/sys/fs/cgroup/memory/docker"), "memory.usage_in_bytes"),
+                             (Path("/sys/fs/cgroup/docker"), "memory.current"),
+                             (Path("/sys/fs/cgroup/system.slice"), "memory.current")))
+
+
+def _container_files(layouts: tuple[tuple[Path, str], ...]) -> dict[str, Path]:
+    """The file `usage` in each container's cgroup, under the first `base` of
+    `layouts` that exists (cgroup v1, v2 with the cgroupfs driver, v2 with systemd's)."""
+    for base, usage in layouts:
         if base.is_dir():
             found = {}
             for entry in os.scandir(base):

@@ -229,13 +229,7 @@ def one_sitting(workers: int, requests: int, clients: int, codes: list[str], tre
                     else:
                         latencies.append((latency, n, start_wall))
 
-        threads = [threading.Thread(target=client) for _ in range(clients)]
-        started = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.monotonic() - started
+        wall = run_clients(client, clients)
     finally:
         child.send_signal(signal.SIGTERM)
         try:
@@ -259,6 +253,17 @@ def one_sitting(workers: int, requests: int, clients: int, codes: list[str], tre
     elif trace:
         result["trace_missing"] = err.decode(errors="replace")[-1000:]
     return result
+
+
+def run_clients(client, clients: int) -> float:
+    """`clients` threads each running `client` to its end; the wall time, in seconds."""
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.monotonic() - started
 
 
 # The system's python3 (Debian's, as in the image): `python3` on PATH may be a
@@ -291,13 +296,7 @@ def bare_sitting(requests: int, clients: int, codes: list[str], seed: int) -> di
                 with lock:
                     (latencies.append(latency) if done.returncode == 0 else failures.append(str(n)))
 
-        threads = [threading.Thread(target=client) for _ in range(clients)]
-        started = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.monotonic() - started
+        wall = run_clients(client, clients)
     return {"bare": "python3 prog.py", "clients": clients, "requests": requests, "clean": len(latencies),
             "not_clean": len(failures), "per_s": round(len(latencies) / wall, 1),
             "p50_ms": round(1000 * percentile(latencies, 0.5), 1), "p90_ms": round(1000 * percentile(latencies, 0.9), 1),
