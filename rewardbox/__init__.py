@@ -40,9 +40,10 @@ def _lazy_exports(namespace: dict[str, Any],
 
 # Each public name and the subpackage that defines it.
 _SANDBOX = (
-    "ClusterUnavailable", "ContainerLost", "DEFAULT_IMAGE", "EngineUnavailable", "HarnessError", "ImageMissing",
-    "LazySandbox", "Limits", "Outcome", "RunRequest", "RunResult", "RuntimeMissing", "Sandbox",
-    "SandboxBackend", "SandboxError", "TestResult", "Verdict",
+    "AsyncSession", "CallResult", "ClusterUnavailable", "ContainerLost", "DEFAULT_IMAGE", "EngineUnavailable",
+    "HarnessError", "ImageMissing", "LazySandbox", "Limits", "Outcome", "RunRequest", "RunResult", "RuntimeMissing",
+    "Sandbox", "SandboxBackend", "SandboxError", "Session", "SessionEnded", "SessionError", "SessionLimits",
+    "SessionRefused", "TestResult", "Verdict",
 )
 _REWARDS = (
     "AssertLabel", "CallLabel", "CheckLabel", "CodeReward", "CompositeReward", "CorrectnessReward", "ExpectedTests",

@@ -1,4 +1,5 @@
-"""Running untrusted code and its tests in hardened, single-use Docker containers."""
+"""Running untrusted code and its tests in hardened, single-use Docker containers (and, for
+an agent's rollout, in a session: `Sandbox.session`)."""
 
 from rewardbox import __version__
 from rewardbox.sandbox.backend import SandboxBackend  # noqa: E402
@@ -14,8 +15,19 @@ from rewardbox.sandbox.errors import (  # noqa: E402
 from rewardbox.sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
 from rewardbox.sandbox.modes import LazySandbox  # noqa: E402
 from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
+from rewardbox.sandbox.session import (  # noqa: E402
+    AsyncSession,
+    CallResult,
+    Session,
+    SessionEnded,
+    SessionError,
+    SessionLimits,
+    SessionRefused,
+)
 
 __all__ = [
+    "AsyncSession",
+    "CallResult",
     "ClusterUnavailable",
     "ContainerLost",
     "DEFAULT_IMAGE",
@@ -31,6 +43,11 @@ __all__ = [
     "Sandbox",
     "SandboxBackend",
     "SandboxError",
+    "Session",
+    "SessionEnded",
+    "SessionError",
+    "SessionLimits",
+    "SessionRefused",
     "TestResult",
     "Verdict",
     "__version__",

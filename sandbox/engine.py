@@ -473,9 +473,10 @@ class DockerEngine:
         with _lost_if_gone(container_id):
             self._api.start(container_id)
 
-    def kill(self, container_id: str) -> None:
+    def kill(self, container_id: str, signal: str | None = None) -> None:
+        """SIGKILL, or `signal`, to the container's PID 1."""
         try:
-            self._retry(lambda: self._api.kill(container_id))
+            self._retry(lambda: self._api.kill(container_id, signal=signal))
         except docker.errors.APIError as exc:
             if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
                 raise
@@ -527,6 +528,37 @@ class DockerEngine:
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
             filters={"container": container_id, "event": ["kill", "stop", "destroy"]})))
         return bool(events)
+
+    def exec(self, container_id: str, command: list[str], user: str = SANDBOX_USER,
+             workdir: str = WORK_DIR) -> tuple[str, AttachChannel]:
+        """Starts `command` in a running container (a session's call): its exec
+        id and a channel on its stdin, stdout and stderr. Not retried: a call
+        may have side effects. A container that is gone or no longer running
+        raises ContainerLost."""
+        try:
+            with _lost_if_gone(container_id):
+                made = self._api.exec_create(container_id, command, stdin=True, user=user, workdir=workdir,
+                                             environment={})
+                response = self._api.exec_start(made["Id"], socket=True)
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise ContainerLost(f"container {container_id[:12]} is not running: {exc}") from None
+            raise
+        # exec_start's stubs name every transport's stream; a local engine's is a SocketIO.
+        raw: socket.socket = getattr(response, "_sock", response)  # type: ignore[arg-type]
+        try:  # a socket of our own, as in attach
+            return str(made["Id"]), AttachChannel(raw.dup())
+        finally:
+            raw.close()
+
+    def exec_exit_code(self, exec_id: str) -> int | None:
+        """An exec's exit status; None while it still runs."""
+        try:
+            info = self._retry(lambda: self._api.exec_inspect(exec_id))
+        except docker.errors.NotFound as exc:  # its container was removed
+            raise ContainerLost(f"exec {exec_id[:12]} is gone with its container: {exc}") from None
+        code = info.get("ExitCode")
+        return None if info.get("Running") or not isinstance(code, int) else code
 
     def remove(self, container_id: str) -> None:
         try:

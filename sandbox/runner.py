@@ -13,13 +13,14 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox.images import image_tag
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
-from rewardbox.sandbox.models import RunRequest, RunResult
+from rewardbox.sandbox.models import Limits, RunRequest, RunResult
 from rewardbox.sandbox.protocol import (
     MAX_REPORT_BYTES,
     PHASE_HARNESS_ERROR,
@@ -28,6 +29,7 @@ from rewardbox.sandbox.protocol import (
     new_nonce,
     parse_report,
 )
+from rewardbox.sandbox.session import AsyncSession, Grader, Session, SessionLimits
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -126,6 +128,19 @@ class Sandbox:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="rewardbox-run")
         return self._pool.submit(self.run, request)
+
+    def session(self, limits: Limits | None = None, session_limits: SessionLimits | None = None,
+                grader: Grader[Any] | None = None) -> Session:
+        """A container of its own for one agent rollout, with this sandbox's
+        image and runtime and the hardening of a run (sandbox/session.py).
+        It takes none of `max_containers`' slots: its grading runs do."""
+        return Session(self.engine, self.image, limits=limits, session_limits=session_limits,
+                       runtime=self.runtime, gvisor=self._gvisor, grader=grader)
+
+    def async_session(self, limits: Limits | None = None, session_limits: SessionLimits | None = None,
+                      grader: Grader[Any] | None = None) -> AsyncSession:
+        """`session` for asyncio: `async with box.async_session() as s:`."""
+        return AsyncSession(lambda: self.session(limits, session_limits, grader))
 
     def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
         """Results in the order of the requests, up to `max_containers` at once."""
