@@ -3,6 +3,7 @@
 tests, the program a completion becomes; and the harness's pure parts, imported
 from the image's source: the wire format (rbwire). The comparisons are test_compare.py's."""
 
+import ast
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from rewardbox.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "python" / "harness"))
+import rbgenerated  # noqa: E402
 import rbwire  # noqa: E402
 
 CODE = "def add(a, b):\n    return a + b\n"
@@ -68,6 +70,44 @@ def test_generated_tests_call_the_harness_with_their_index(fmt, monkeypatch):
         namespace[f"{prefix}_{i}"]()
 
     assert called == list(range(cases))
+
+
+@pytest.mark.parametrize("fmt", list(GENERATED))
+def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
+    """The module the host writes is the shape the harness's generated loop
+    accepts (rbgenerated): a change of either side that the other does not
+    follow would quietly send every generated run through pytest's own loop."""
+    raw, prefix, cases = GENERATED[fmt]
+    request = parse_label(raw).request(CODE, LIMITS)
+    tree = ast.parse(request.tests[TEST_FILE])
+
+    assert rbgenerated._case_functions(tree, cases) == [f"{prefix}_{i}" for i in range(cases)]
+    assert rbgenerated._case_functions(tree, cases + 1) is None
+
+
+@pytest.mark.parametrize("change", [
+    ("rbcheck.check(1)", "rbcheck.check(0)"),  # two tests of one case
+    ("def test_case_1():", "@decorated\ndef test_case_1():"),
+    ("def test_case_1():", "def test_case_1(tmp_path):"),
+    ("    rbcheck.check(1)", "    rbcheck.check(1)\n    rbcheck.check(0)"),
+    ("import rbcheck", "import rbcheck as check"),
+    ("import rbcheck", "import rbcheck\nimport pytest"),
+])
+def test_a_module_of_another_shape_keeps_pytests_loop(change):
+    module = parse_label({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]}).request(
+        CODE, LIMITS).tests[TEST_FILE]
+    assert rbgenerated._case_functions(ast.parse(module), 2) == ["test_case_0", "test_case_1"]
+    old, new = change
+
+    assert rbgenerated._case_functions(ast.parse(module.replace(old, new)), 2) is None
+
+
+@pytest.mark.parametrize("code", ["import pytest; pytest.skip('x')", "import logging", "warnings.warn('x')"])
+def test_label_code_that_pytests_hooks_act_on_keeps_pytests_loop(code):
+    data = json.loads(parse_label({"tests": [code], "setup": "import math"}).request(CODE, LIMITS).test_data)
+    assert rbgenerated._plain_label_code({**data, "cases": [{"source": "assert 1"}]})
+
+    assert not rbgenerated._plain_label_code(data)
 
 
 @pytest.mark.parametrize("fmt", list(GENERATED))

@@ -329,11 +329,16 @@ def main(prepared=None):
     prepared.plugin.arm(key, records_fd)
     del key
     sys.path.insert(0, HARNESS_DIR)  # -I leaves the script's directory out
+    test_files = sys.argv[5:]
     if data_fd >= 0:
         import rbcheck
+        import rbgenerated
 
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
+        generated = rbgenerated.GeneratedTests.of(test_files, rbcheck.DATA, WORK_DIR)
+        if generated is not None:
+            prepared.config.pluginmanager.register(generated, "rbgenerated")
 
     if data_fd < 0 and sys.argv[4] == "in-process":
         # The label asked for the old way: the completion is imported here as `solution`.
@@ -346,7 +351,6 @@ def main(prepared=None):
 
         prepared.config.pluginmanager.register(rbsolution.install(), "rbsolution")
 
-    test_files = sys.argv[5:]
     sys.exit(prepared.run(test_files, traceback_style(test_files, generated=data_fd >= 0)))
 
 

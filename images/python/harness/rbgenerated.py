@@ -1,0 +1,164 @@
+"""Generated tests run without pytest's collection and per-test protocol.
+
+A generated test module (asserts, check functions, stdin/stdout, call-based
+labels) is ours, always the same shape: `import rbcheck`, then one function
+per case whose body is `rbcheck.check(i)`. Collecting it (a directory, a
+module imported through the assertion rewriter, the items, their fixtures and
+marks) and running each item through pytest's setup/call/teardown hooks cost
+most of a small run, to learn nothing the cases do not already say.
+
+`GeneratedTests` is a plugin of the prepared session that answers pytest's
+collection and test loop for such a module: the items are known from the
+module, each case is called as pytest calls a test function, and its reports
+are pytest's own (`CallInfo`, `TestReport`, `Function.repr_failure`), sent
+through the same hooks, so the records plugin, the terminal report and the
+session's exit status see what they see under pytest's loop
+(tests/docker/test_generated_runner.py holds the two side by side). Sessions
+this does not fit (a module of another shape; label code that uses pytest,
+logging or warnings, which pytest's per-test hooks would act on) take
+pytest's own loop.
+"""
+
+import ast
+import os
+
+import pytest
+from _pytest.nodes import Node
+from _pytest.outcomes import Exit
+from _pytest.python import Function
+from _pytest.reports import TestReport
+from _pytest.runner import CallInfo, _update_current_test_var, check_interactive_exception
+from _pytest.warnings import catch_warnings_for_item
+
+# Text in a label's own code that pytest's per-test hooks would act on: outcomes
+# (skip, xfail, fail, exit), captured log records, warning filters.
+NEEDS_PYTEST_LOOP = ("pytest", "logging", "warn")
+
+
+class GeneratedItem:
+    """What pytest's reporting reads of a test item, for one generated case.
+    Its failure is told by pytest's own Function code (the traceback cut at the
+    test function, the harness's frames hidden), bound to this item."""
+
+    repr_failure = Function.repr_failure
+    _repr_failure_py = Node._repr_failure_py
+    _traceback_filter = Function._traceback_filter
+
+    def __init__(self, config, relpath, function):
+        self.config = config
+        self.ihook = config.hook
+        self.name = self.originalname = function.__name__
+        self.cls = None
+        self.nodeid = f"{relpath}::{self.name}"
+        self.location = (relpath, function.__code__.co_firstlineno - 1, self.name)
+        self.keywords = {self.name: 1}
+        self.obj = self._obj = function
+        self.user_properties = []
+        self._report_sections = []
+
+    def iter_markers(self, name=None):
+        return iter(())
+
+    def reportinfo(self):
+        return self.location
+
+    def runtest(self):
+        self.obj()
+
+
+class GeneratedTests:
+    """The collection and test loop of one generated module (see the module's docstring)."""
+
+    def __init__(self, relpath, functions):
+        self.relpath = relpath
+        self.functions = functions
+
+    @classmethod
+    def of(cls, test_files, data, root):
+        """The plugin for this run, or None when pytest's own loop must run it."""
+        if len(test_files) != 1 or not _plain_label_code(data):
+            return None
+        path = test_files[0]
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            tree = ast.parse(source, path)
+        except (OSError, ValueError, SyntaxError):
+            return None
+        names = _case_functions(tree, len(data.get("cases", ())))
+        if names is None:
+            return None
+        namespace = {"__name__": os.path.splitext(os.path.basename(path))[0], "__file__": path}
+        exec(compile(tree, path, "exec"), namespace)
+        functions = [namespace[name] for name in names]
+        return cls(os.path.relpath(path, root), functions)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session):
+        config = session.config
+        session.items = [GeneratedItem(config, self.relpath, function) for function in self.functions]
+        session.testscollected = len(session.items)
+        config.hook.pytest_collection_finish(session=session)
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        hook = session.config.hook
+        for item in session.items:
+            hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            with catch_warnings_for_item(session.config, ihook=hook, when="runtest", item=item):
+                for when, run in (("setup", _nothing), ("call", item.runtest), ("teardown", _nothing)):
+                    _update_current_test_var(item, when)
+                    call = CallInfo.from_call(run, when=when, reraise=(Exit, KeyboardInterrupt))
+                    report = TestReport.from_item_and_call(item, call)
+                    hook.pytest_runtest_logreport(report=report)
+                    if check_interactive_exception(call, report):
+                        hook.pytest_exception_interact(node=item, call=call, report=report)
+                _update_current_test_var(item, None)
+            hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+
+def _nothing():
+    pass
+
+
+def _plain_label_code(data):
+    """Whether the label's own code (a check function, asserts, their setup)
+    leaves pytest's per-test hooks nothing to act on."""
+    texts = [data.get("setup") or ""] + [case.get("source") or "" for case in data.get("cases", ())
+                                         if isinstance(case, dict)]
+    return not any(word in text for text in texts if isinstance(text, str) for word in NEEDS_PYTEST_LOOP)
+
+
+def _case_functions(tree, cases):
+    """The names of the module's test functions when it is exactly the
+    generated shape for `cases` cases (a docstring, `import rbcheck`, then
+    function i calling `rbcheck.check(i)` and nothing else); else None."""
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body.pop(0)
+    if len(body) != cases + 1 or not _imports_rbcheck(body.pop(0)):
+        return None
+    names = [node.name for i, node in enumerate(body) if _checks_case(node, i)]
+    return names if len(names) == cases and len(set(names)) == cases else None
+
+
+def _imports_rbcheck(node):
+    return isinstance(node, ast.Import) and [(a.name, a.asname) for a in node.names] == [("rbcheck", None)]
+
+
+def _checks_case(node, index):
+    """`def test_...(): rbcheck.check(index)`: no arguments, decorators or annotations."""
+    if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not node.decorator_list
+            and node.returns is None and len(node.body) == 1):
+        return False
+    args = node.args
+    if args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg or args.defaults:
+        return False
+    call = node.body[0].value if isinstance(node.body[0], ast.Expr) else None
+    return (isinstance(call, ast.Call) and not call.keywords and len(call.args) == 1
+            and isinstance(call.func, ast.Attribute) and call.func.attr == "check"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "rbcheck"
+            and isinstance(call.args[0], ast.Constant) and type(call.args[0].value) is int
+            and call.args[0].value == index)
