@@ -138,11 +138,13 @@ print(oom, *sorted(alive))
 # A call: tells PID 1 a call started, takes the program's source ($1 bytes,
 # when the call gave code: its file's name is added to argv) and its stdin ($2
 # bytes) from the exec's stdin into files of /tmp, then runs the rest of argv
-# with that stdin. The sizes are sent
+# with that stdin. Python writes no bytecode cache: a module rewritten within
+# the second at the same size would run from the stale one. The sizes are sent
 # first because not every runtime passes the end of an exec's stdin on (gVisor
 # does not): `head -c` reads exactly what was sent.
 CALL = """\
 kill -USR1 1 2>/dev/null
+export PYTHONDONTWRITEBYTECODE=1
 c=$1; n=$2; shift 2
 if [ "$c" -gt 0 ]; then
   p=$(mktemp /tmp/.rbcode.XXXXXX) || exit 125
@@ -174,6 +176,7 @@ CODE = (
 # call already spares it.
 BACKGROUND = """\
 kill -USR1 1 2>/dev/null
+export PYTHONDONTWRITEBYTECODE=1
 command=$1; shift
 setsid "$@" sh -c 'echo $$; exec sh -c "$0" </dev/null >/dev/null 2>&1' "$command" &
 """
@@ -198,10 +201,16 @@ try:
             except FileExistsError:
                 pass
         try:
+            seen = os.lstat(part, dir_fd=fd)
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
         except FileNotFoundError:
             refuse(f"no such file: {path}", 4)
         except OSError:
+            refuse(f"{part!r} in {path!r} is not a directory (a symlink or a file)")
+        # gVisor follows a symlink to a directory despite O_NOFOLLOW: what was
+        # opened must be the directory the name held, not where a link leads.
+        now = os.fstat(inner)
+        if not stat.S_ISDIR(seen.st_mode) or (seen.st_dev, seen.st_ino) != (now.st_dev, now.st_ino):
             refuse(f"{part!r} in {path!r} is not a directory (a symlink or a file)")
         os.close(fd)
         fd = inner
@@ -212,7 +221,8 @@ try:
         refuse(f"no such file: {path}", 4)
     except OSError as exc:
         refuse(f"{path!r} is not a regular file ({exc.strerror}: a symlink, a directory or a FIFO)")
-    if not stat.S_ISREG(os.fstat(f).st_mode):
+    opened, named = os.fstat(f), os.lstat(parts[-1], dir_fd=fd)
+    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
         refuse(f"{path!r} is not a regular file")
     if op == "write":
         got = 0
