@@ -114,8 +114,10 @@ def test_a_background_process_outlives_its_call_is_bounded_and_is_killed_at_clos
     with sandbox.session(session_limits=limits) as s:
         started = s.shell("sleep 5432", background=True)
         assert started.verdict is Verdict.PASSED and started.background_sid
-        s.run("print('a call between')")
-        assert any("sleep 5432" in p for p in _procs(s))
+        # A call between, whose own leftover is killed after it, and the background one spared.
+        s.shell("sleep 5439 & echo left")
+        left = _procs(s)
+        assert "sleep 5432" in left and not any("5439" in p for p in left)
         s.write_file("daemon.py", "import time\ntime.sleep(5433)\n")
         s.run(file="daemon.py", background=True)
         with pytest.raises(SessionRefused, match="background"):
