@@ -281,6 +281,54 @@ def test_a_daemon_cannot_touch_the_grading_run(runtime, request):
         assert any("daemon.py" in p for p in _procs(s))  # it ran all along
 
 
+SPY = """\
+import os, time
+found = set()
+while True:
+    for root in ("/work", "/tmp", "/dev/shm"):
+        for d, _, files in os.walk(root):
+            for name in files:
+                try:
+                    if b"add(-1" + b", 1)" in open(os.path.join(d, name), "rb").read():
+                        found.add(os.path.join(d, name))
+                except OSError:
+                    pass
+    with open("/work/found.txt", "w") as f:
+        f.write("\\n".join(sorted(found)) + "\\n" if found else "")
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_the_tests_are_never_where_the_session_could_read_them(runtime, request):
+    box = request.getfixturevalue("gvisor_box") if runtime else request.getfixturevalue("sandbox")
+    with box.session(grader=CodeReward(box)) as s:
+        s.write_file("spy.py", SPY)
+        s.run(file="spy.py", background=True)
+        s.write_file("solution.py", RIGHT)
+        assert s.score(ADD_LABEL).reward == 1.0
+        s.shell("sleep 0.5")
+        assert s.read_file("found.txt") == ""
+        s.write_file("bait.txt", "add(-1, 1)")  # the spy does find what is there
+        s.shell("sleep 0.5")
+        assert s.read_file("found.txt") == "/work/bait.txt\n"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_disk_filled_across_calls_is_the_session_s_problem_only(runtime, request):
+    box = request.getfixturevalue("gvisor_box") if runtime else request.getfixturevalue("sandbox")
+    with box.session(limits=Limits(work_mb=2, tmp_mb=2), grader=CodeReward(box)) as s:
+        s.write_file("solution.py", RIGHT)
+        s.shell("head -c 3000000 /dev/zero > fill1")
+        s.shell("head -c 3000000 /dev/zero > /tmp/fill2; i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done")
+        with pytest.raises(SessionRefused, match="space|inodes|No"):
+            s.write_file("more.txt", "x" * 100_000)
+        assert s.score(ADD_LABEL).reward == 1.0  # graded from the image, not from this disk
+        s.shell("rm -f fill1 f*")
+        s.write_file("more.txt", "x" * 100_000)
+        assert s.read_file("more.txt") == "x" * 100_000
+
+
 def test_a_session_that_has_no_grader_says_so(sandbox):
     with sandbox.session() as s, pytest.raises(SessionRefused, match="grader"):
         s.score(ADD_LABEL)
