@@ -23,7 +23,9 @@ import asyncio
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import Field
@@ -403,6 +405,8 @@ class Session:
         self.container_id = engine.create(image, made, f"rewardbox-session-{uuid.uuid4().hex[:16]}",
                                           runtime=runtime, gvisor=gvisor, command=command,
                                           lifetime_s=sl.lifetime_s, auto_remove=True)
+        # A session dropped unclosed goes when it is collected (or at exit), not at its idle limit.
+        self._finalizer = weakref.finalize(self, _remove_quietly, engine, self.container_id)
         self._started = self._last = clock()
         try:
             engine.start(self.container_id)
@@ -653,6 +657,13 @@ class Session:
             if code != 0:
                 raise SessionError(f"a file {op} of {path!r} failed (status {code}): {why}")
             return bytes(channel.stdout)
+
+
+def _remove_quietly(engine: DockerEngine, container_id: str) -> None:
+    # At the interpreter's exit the engine's client may be gone: the idle limit and
+    # the sweep remain.
+    with suppress(Exception):
+        engine.remove(container_id)
 
 
 class AsyncSession:

@@ -6,6 +6,7 @@ The adversarial cases run under runc and, when the engine lists it, gVisor
 """
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -332,6 +333,14 @@ def test_a_disk_filled_across_calls_is_the_session_s_problem_only(runtime, reque
 def test_a_session_that_has_no_grader_says_so(sandbox):
     with sandbox.session() as s, pytest.raises(SessionRefused, match="grader"):
         s.score(ADD_LABEL)
+
+
+def test_a_session_dropped_unclosed_is_removed(sandbox, docker_client):
+    s = sandbox.session()
+    container_id = s.container_id
+    del s
+    gc.collect()
+    assert _gone(docker_client, container_id, wait_s=5)
 
 
 def test_the_idle_limit_ends_the_container_without_the_host(sandbox, docker_client):
