@@ -33,6 +33,7 @@ import sys
 import time
 
 import rbcompare
+import rbprograms
 import rbprotocol
 import rbwire
 from rbcgroup import oom_kills
@@ -51,6 +52,7 @@ DATA = None
 SEED = None
 _namespace = None
 _worker = None
+_programs = None  # the seed serving the run's programs (rbprograms), False once it is gone
 _deadline = math.inf
 _oom_kills_at_start = None
 _oom_struck = False
@@ -190,8 +192,7 @@ def run_program(stdin_text):
     os.write(feed, stdin_text.encode("utf-8", "surrogatepass"))
     os.lseek(feed, 0, os.SEEK_SET)
     try:
-        child = subprocess.Popen([sys.executable, "-I", "-B", SOLUTION], stdin=feed, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, cwd=rbprotocol.WORK_DIR, env=ENV, start_new_session=True)
+        child = _start_program(feed)
     finally:
         os.close(feed)
     out, err = bytearray(), bytearray()
@@ -219,6 +220,22 @@ def run_program(stdin_text):
         child.stdout.close()
         child.stderr.close()
     return bytes(out), bytes(err), code
+
+
+def _start_program(feed):
+    """The solution started as a program on stdin `feed`: a fork of the seed
+    when the run has one (rbprograms), else a new interpreter."""
+    global _programs
+    if _programs is None and SEED is not None:
+        _programs = _take_seed().start_programs()
+    if _programs:
+        try:
+            return _programs.start(feed)
+        except rbprograms.ProgramServerGone:  # a program killed it: the next ones are not the worse for it
+            _programs.close()
+            _programs = False
+    return subprocess.Popen([sys.executable, "-I", "-B", SOLUTION], stdin=feed, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=rbprotocol.WORK_DIR, env=ENV, start_new_session=True)
 
 
 def _kill_group(child):

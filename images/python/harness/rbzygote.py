@@ -38,6 +38,7 @@ import threading
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import pytest_runner  # noqa: E402
 import rbcheck  # noqa: E402
+import rbprograms  # noqa: E402
 import rbprotocol  # noqa: E402
 import rbworker  # noqa: E402
 import rbrun  # noqa: E402
@@ -113,6 +114,11 @@ class Seed:
         self.sock.close()
         return self
 
+    def start_programs(self):
+        """The seed serves the run's programs instead (rbprograms): one fork per input."""
+        self.sock.send(b"programs")
+        return rbprograms.Programs(self.sock)
+
     def poll(self):
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -128,7 +134,8 @@ class Seed:
 
 def become_worker(sock):
     """In the seed: waits for the worker's pipes, then runs rbworker as
-    `python -I -B rbworker.py REQUESTS REPLIES` would; never returns."""
+    `python -I -B rbworker.py REQUESTS REPLIES` would, or for the word to
+    serve the run's programs (rbprograms.serve); never returns."""
     try:
         os.setsid()
         forget_prepared_session()
@@ -136,6 +143,11 @@ def become_worker(sock):
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 65536)
         data, fds, _, _ = socket.recv_fds(sock, 64, 2)
+        os.chdir(WORK_DIR)
+        os.environ.clear()
+        os.environ.update(rbcheck.ENV)
+        if data == b"programs" and not fds:
+            rbprograms.serve(sock)  # non-dumpable, as the test process: the programs cannot reach into it
         sock.close()
         if data != b"worker" or len(fds) != 2:
             os._exit(0)  # the test process ended without needing a worker
@@ -146,9 +158,6 @@ def become_worker(sock):
         os.dup2(high[0], 3)
         os.dup2(high[1], 4)
         os.closerange(5, 65536)
-        os.chdir(WORK_DIR)
-        os.environ.clear()
-        os.environ.update(rbcheck.ENV)
         sys.argv = [rbworker.__file__, "3", "4"]
         rbworker.main()
         sys.stdout.flush()
