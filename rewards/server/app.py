@@ -2,7 +2,7 @@
 
 `Service` (rewardbox.rewards.server.service) holds what every route shares
 (the registry of rewards, the line for the sandbox, the settings); each group of routes is a module of its own
-(`rewards_api`, `run_code`, `health`). Scoring never blocks the event loop:
+(`rewards_api`, `run_code`, `health`, `sessions_api`). Scoring never blocks the event loop:
 rewards hand out futures, which the routes await. Under load, requests wait
 in line as long as their clients do (`rewardbox.rewards.server.line`).
 """
@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from rewardbox.rewards.safe_json import plain
-from rewardbox.rewards.server import health, rewards_api, run_code
+from rewardbox.rewards.server import health, rewards_api, run_code, sessions_api
 from rewardbox.rewards.server.config import ServerSettings
 from rewardbox.rewards.server.line import Busy, Held
 from rewardbox.rewards.server.metrics import RequestMetrics
@@ -41,11 +41,12 @@ class SafeJSONResponse(JSONResponse):
 def create_app(service: Service) -> FastAPI:
     """The app with every route; `rewardbox serve` runs it on uvicorn."""
     app = FastAPI(title="rewardbox", description="Sandboxed code-execution rewards for RL training.",
-                  default_response_class=SafeJSONResponse)
+                  default_response_class=SafeJSONResponse, lifespan=sessions_api.lifespan)
     app.state.service = service
     app.include_router(rewards_api.router)
     app.include_router(run_code.router)
     app.include_router(health.router)
+    app.include_router(sessions_api.router)
     app.add_middleware(RequestMetrics, metrics=service.metrics)
 
     @app.exception_handler(RequestValidationError)

@@ -11,6 +11,8 @@ from rewardbox.rewards.sandboxfusion import RunCodeSettings
 MAX_WAITING_SAMPLES = 4096
 MAX_HELD_SAMPLES = 32768
 MAX_COMPLETION_BYTES = 1 << 20
+# Sessions (/v1/sessions) held at once: each is a container, held for minutes.
+MAX_SESSIONS = 64
 
 
 class ServerSettings(BaseModel):
@@ -33,4 +35,10 @@ class ServerSettings(BaseModel):
                           "its answer) this long for their retry; then it leaves the line unrun")
     retry_after_s: int = Field(5, ge=1, description="the Retry-After of a 503 or 504")
     default_reward: str = Field("correctness", description="registered reward or mix when a request names none")
+    max_sessions: int = Field(MAX_SESSIONS, ge=1, description="sessions (/v1/sessions) open at once; one more is "
+                              "refused (429) until one is closed or expires")
+    session_idle_s: float = Field(300.0, gt=0, description="a session no call came for this long is closed; the "
+                                  "default and the most a session may ask for")
+    session_lifetime_s: float = Field(3600.0, gt=0, description="a session's container ends this long after it "
+                                      "started; the default and the most a session may ask for")
     run_code: RunCodeSettings = Field(default_factory=RunCodeSettings, description="limits of /run_code (SandboxFusion)")

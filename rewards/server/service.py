@@ -14,6 +14,7 @@ from rewardbox.rewards.registry import Registry, UnknownRewardError
 from rewardbox.rewards.server.config import ServerSettings
 from rewardbox.rewards.server.line import Line
 from rewardbox.rewards.server.metrics import ServiceMetrics
+from rewardbox.rewards.server.session_registry import SessionRegistry
 from rewardbox.sandbox.backend import SandboxBackend
 
 
@@ -27,6 +28,12 @@ class Service:
         s = self.settings
         self.line = Line(s.max_waiting_samples, s.max_held_samples, s.keep_s)
         self.metrics = ServiceMetrics(self)  # a registry of its own: a process may hold several services
+        self.sessions = SessionRegistry(s.max_sessions)  # /v1/sessions
+
+    def close_sessions(self) -> None:
+        """Closes every session (their containers removed) and refuses new
+        ones: the app's lifespan calls it when the service stops. Blocking."""
+        self.sessions.close_all()
 
     def reward(self, name: str | None) -> Reward:
         """The named reward (or mix); the default when None. 400 for an unknown name."""

@@ -1,0 +1,121 @@
+"""The service's registry of sessions (rewardbox.rewards.server.session_registry):
+ids, the bound, idle expiry and the stop, over stand-in sessions and a clock
+the test moves. The routes on real containers: tests/docker/test_session_service.py."""
+
+import threading
+
+import pytest
+
+from rewardbox.rewards.server.session_registry import SessionRegistry, TooManySessions, UnknownSession
+
+
+class StandIn:
+    def __init__(self):
+        self.closed = 0
+
+    def close(self):
+        self.closed += 1
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def registry(clock):
+    reg = SessionRegistry(2, clock=clock)
+    yield reg
+    reg.close_all()
+
+
+def test_ids_are_long_random_and_name_their_own_session(registry):
+    a, b = StandIn(), StandIn()
+    ida, idb = registry.create(lambda: a, 10), registry.create(lambda: b, 10)
+    assert ida != idb and min(len(ida), len(idb)) >= 43
+    with registry.use(ida) as got:
+        assert got is a
+    for other in ("", "x", ida[:-1], ida + "x", ida.upper() if ida.upper() != ida else ida.lower()):
+        with pytest.raises(UnknownSession), registry.use(other):
+            pass
+
+
+def test_past_the_bound_refused_and_a_slot_given_back_by_a_drop(registry):
+    first = registry.create(StandIn, 10)
+    registry.create(StandIn, 10)
+    with pytest.raises(TooManySessions, match="2 sessions are open already"):
+        registry.create(StandIn, 10)
+    assert registry.drop(first) is not None and registry.drop(first) is None
+    registry.create(StandIn, 10)
+
+
+def test_sessions_being_made_count_against_the_bound(registry):
+    started, release = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(10)
+        return StandIn()
+
+    making = threading.Thread(target=registry.create, args=(slow, 10))
+    making.start()
+    started.wait(10)
+    registry.create(StandIn, 10)
+    with pytest.raises(TooManySessions):
+        registry.create(StandIn, 10)
+    release.set()
+    making.join(10)
+    assert len(registry) == 2
+
+
+def test_an_idle_session_is_swept_and_closed_one_in_a_call_is_not(registry, clock):
+    idle, busy = StandIn(), StandIn()
+    idle_id, busy_id = registry.create(lambda: idle, 5), registry.create(lambda: busy, 5)
+    clock.now = 4.9
+    assert registry.sweep() == 0
+    with registry.use(busy_id):
+        clock.now = 5.0
+        assert registry.sweep() == 1  # the idle one; the other is in a call
+        clock.now = 100.0
+        assert registry.sweep() == 0
+    assert (idle.closed, busy.closed) == (1, 0)
+    with pytest.raises(UnknownSession), registry.use(idle_id):
+        pass
+    clock.now = 104.9  # idle from the end of its call
+    assert registry.sweep() == 0
+    clock.now = 105.0
+    assert registry.sweep() == 1 and busy.closed == 1 and len(registry) == 0
+
+
+def test_close_all_closes_every_session_and_refuses_new_ones(clock):
+    registry = SessionRegistry(4, clock=clock)
+    held = [StandIn() for _ in range(3)]
+    for s in held:
+        registry.create(lambda s=s: s, 10)
+    registry.close_all()
+    assert [s.closed for s in held] == [1, 1, 1] and len(registry) == 0
+    late = StandIn()
+    with pytest.raises(UnknownSession):
+        registry.create(lambda: late, 10)
+    registry.close_all()  # idempotent
+
+
+def test_a_session_made_while_the_service_stopped_is_closed(clock):
+    registry = SessionRegistry(4, clock=clock)
+    late = StandIn()
+
+    def make():
+        registry.close_all()  # the stop comes while the container is made
+        return late
+
+    with pytest.raises(UnknownSession):
+        registry.create(make, 10)
+    assert late.closed == 1
