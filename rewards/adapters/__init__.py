@@ -2,7 +2,7 @@
 
 One module per trainer (`openrlhf`, `trl`, `verl`, `flux`, `agentfly`,
 `twinkle`; OpenRLHF's jobs in `openrlhf_settings`, `openrlhf_scoring` and
-`openrlhf_agent` beside it), each matching that trainer's calling convention duck-typed: no
+`openrlhf_agent` beside it; verl's multi-turn tools in `verl_tool`), each matching that trainer's calling convention duck-typed: no
 trainer is a dependency. The names below load their module on first use, so
 importing this package pulls in no trainer and no torch (only the OpenRLHF
 adapter needs it).
@@ -34,6 +34,8 @@ _EXPORTS = {
     "FluxReward": "flux",
     "OpenRLHFReward": "openrlhf",
     "RewardBatch": "flux",
+    "RunCodeTool": "verl_tool",
+    "RunTestsTool": "verl_tool",
     "TrlReward": "trl",
     "TwinkleReward": "twinkle",
     "VerlReward": "verl",
@@ -50,6 +52,8 @@ __all__ = [
     "FluxReward",
     "OpenRLHFReward",
     "RewardBatch",
+    "RunCodeTool",
+    "RunTestsTool",
     "TrlReward",
     "TwinkleReward",
     "VerlReward",
