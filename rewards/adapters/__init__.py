@@ -2,8 +2,9 @@
 
 One module per trainer (`openrlhf`, `trl`, `verl`, `flux`, `agentfly`,
 `twinkle`; OpenRLHF's jobs in `openrlhf_settings`, `openrlhf_scoring` and
-`openrlhf_agent` beside it; verl's multi-turn tools in `verl_tool`), each matching that trainer's calling convention duck-typed: no
-trainer is a dependency. The names below load their module on first use, so
+`openrlhf_agent` beside it; verl's multi-turn tools in `verl_tool`), each
+matching that trainer's calling convention duck-typed: no trainer is a
+dependency. The names below load their module on first use, so
 importing this package pulls in no trainer and no torch (only the OpenRLHF
 adapter needs it).
 
