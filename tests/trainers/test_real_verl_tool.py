@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from rewardbox.sandbox import Session
+from rewardbox.sandbox import ImageMissing, Sandbox, Session
 from tests.trainers.stubs._placeholders import placeholders
 
 # verl's agent loop package imports these at module level, never on `_call_tool`'s
@@ -207,3 +207,31 @@ def test_verl_0_9_1_agent_loop_keeps_one_session_per_rollout_and_closes_it_when_
     gc.collect()
     assert not wait_gone(our_sessions() - before)
     assert closing_threads and all(name.startswith("rewardbox-verl-close") for name in closing_threads)
+
+
+def test_a_failure_of_ours_is_an_answer_in_execute_and_raised_by_calc_reward(tools, caplog):
+    """The engine cannot start the session (its image is missing): the model
+    hears it is not its fault, at no cost; the reward is not made up."""
+    from rewardbox.adapters import verl_tool
+
+    box = Sandbox(sweep=False, retry_s=0)
+    box.image = "rewardbox-test-missing-image:none"
+    kept = verl_tool._shared
+    verl_tool.configure(box)
+    run_code, run_tests = tools["run_code"], tools["run_tests"]
+
+    async def episode() -> tuple[ToolResponse, float, dict]:
+        instance_id, _ = await run_code.create("rollout-ours", create_kwargs={"ground_truth": LABEL})
+        answer = await run_code.execute(instance_id, {"code": FIXED})
+        with pytest.raises(ImageMissing):
+            await run_tests.calc_reward(instance_id)
+        await run_code.release(instance_id)
+        return answer
+
+    try:
+        response, step, metrics = asyncio.run(episode())
+    finally:
+        verl_tool._shared = kept
+        box.close()
+    assert "through no fault of your code" in response.text and step == 0.0 and metrics == {"sandbox_error": 1.0}
+    assert any(r.levelname == "ERROR" and "the sandbox failed" in r.getMessage() for r in caplog.records)
