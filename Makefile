@@ -91,6 +91,7 @@ soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full conc
 bench: install sandbox-image ## scoring modes side by side on HumanEval (bench/README.md); BENCH_ARGS="--samples 24" for a short run
 	$(BIN)/python bench/bench.py --workers 2 --json bench/results/bench.json $(BENCH_ARGS)
 	$(BIN)/python bench/hostile_text.py --json bench/results/hostile_text.json
+	$(BIN)/python bench/sessions.py --json bench/results/sessions.json
 
 clean: ## remove the virtual environment and build leftovers
 	rm -rf $(VENV) $(TRAINERS_VENV) build dist *.egg-info examples/results.jsonl
