@@ -41,7 +41,7 @@ What the model did is always an answer: a wrong call (no code, a path out of
 the work dir, a file too large, a session its code ended) is text for it,
 with no penalty. So is a failure of ours in `execute` (the engine down),
 logged at ERROR; `calc_reward` raises it instead, as a reward is never made
-up. The blocking session calls run in threads, off the event loop.
+up (nor for a session whose container ended: `SessionEnded`). The blocking session calls run in threads, off the event loop.
 
 The sandbox is the settings' (`rewardbox.settings`: REWARDBOX_* variables and
 the REWARDBOX_CONFIG file: image, runtime, limits, grading policy), made on
@@ -190,6 +190,7 @@ class _Episode:
     label: Any
     session: Session | None = None
     rollout_scoped: bool = False  # kept across per-call instances (verl 0.9.1's loop)
+    ended: str | None = None  # why its last session ended, until a call opens a new one
     best: float = 0.0
     opening: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -276,7 +277,7 @@ class SessionTool(_BaseTool):
         except SessionRefused as exc:
             return _ToolResponse(text=f"Error: {exc}"), 0.0, {}
         except SessionEnded as exc:
-            episode.session = None  # the next call opens a new one
+            episode.session, episode.ended = None, str(exc)  # the next call opens a new one
             return _ToolResponse(text=f"Error: your session ended ({exc}); its files are gone. The next call "
                                       "starts a new, empty one."), 0.0, {}
         except Exception as exc:  # noqa: BLE001 - ours, not the model's: an answer, never a broken rollout
@@ -288,10 +289,13 @@ class SessionTool(_BaseTool):
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
         """The reward of the graded file as it is now. An unusable label is
-        0.0 with a warning (as verl's compute_score); a failure of ours raises."""
+        0.0 with a warning (as verl's compute_score); a failure of ours raises,
+        and so does a session whose container ended (its files are gone)."""
         episode = self._episode(instance_id, kwargs.get("agent_data"))
         if episode is None:
             raise KeyError(f"verl tool: no session {instance_id!r} to reward (never created, or released)")
+        if episode.session is None and episode.ended is not None:
+            raise SessionEnded(f"no file to reward: {episode.ended}")
         return _reward(await self._grade(episode))
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
@@ -337,17 +341,18 @@ class SessionTool(_BaseTool):
             if episode.session is None:
                 box, grader = _sandbox()
                 episode.session = await asyncio.to_thread(box.session, grader.limits, self.session_limits, grader)
+                episode.ended = None
             return episode.session
 
     async def _grade(self, episode: _Episode) -> Grade:
         session = await self._open(episode)
         try:
             grade: Grade = await asyncio.to_thread(session.score, episode.label, self.file)
-        except SessionEnded:
-            # The model's code took its container down: its file is lost, graded as no code.
-            episode.session = None
-            _, grader = _sandbox()
-            grade = await asyncio.to_thread(grader.grade, "", episode.label)
+        except SessionEnded as exc:
+            # Its files are gone (idle or lifetime limit, removed from outside): the next call
+            # opens a new session, and no reward is made up for what was lost.
+            episode.session, episode.ended = None, str(exc)
+            raise
         return grade
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from rewardbox.sandbox import ImageMissing, Sandbox, Session
+from rewardbox.sandbox import ImageMissing, Sandbox, Session, SessionEnded
 from tests.trainers.stubs._placeholders import placeholders
 
 # verl's agent loop package imports these at module level, never on `_call_tool`'s
@@ -235,3 +235,40 @@ def test_a_failure_of_ours_is_an_answer_in_execute_and_raised_by_calc_reward(too
         box.close()
     assert "through no fault of your code" in response.text and step == 0.0 and metrics == {"sandbox_error": 1.0}
     assert any(r.levelname == "ERROR" and "the sandbox failed" in r.getMessage() for r in caplog.records)
+
+
+def remove_our_sessions(before: set[str]) -> None:
+    client = docker.from_env()
+    try:
+        for container in our_sessions() - before:  # this test's own sessions
+            client.api.remove_container(container, force=True)
+    finally:
+        client.close()
+
+
+def test_a_session_removed_under_the_rollout_is_said_and_the_next_call_opens_a_new_one(tools):
+    """As at its idle limit: the model hears its files are gone, the next
+    call works in a new session, and no reward is made up for a lost file."""
+    run_code, run_tests = tools["run_code"], tools["run_tests"]
+    before = our_sessions()
+
+    async def episode() -> list[str]:
+        instance_id, _ = await run_code.create("rollout-gone", create_kwargs={"ground_truth": LABEL})
+        await run_code.execute(instance_id, {"code": FIXED})
+        remove_our_sessions(before)
+        answers = [(await run_code.execute(instance_id, {"code": FIXED}))[0].text]
+        answers.append((await run_code.execute(instance_id, {"code": FIXED}))[0].text)  # in a new session
+        remove_our_sessions(before)
+        response, step, _ = await run_tests.execute(instance_id, {})
+        assert step == 0.0
+        answers.append(response.text)
+        with pytest.raises(SessionEnded):
+            await run_tests.calc_reward(instance_id)
+        await run_code.release(instance_id)
+        return answers
+
+    ended, again, ended_at_tests = asyncio.run(episode())
+    assert "your session ended" in ended and "files are gone" in ended
+    assert again.startswith("verdict: passed")
+    assert "your session ended" in ended_at_tests
+    assert not wait_gone(our_sessions() - before, within_s=5)
