@@ -8,7 +8,7 @@ answered the same way, so that no answer tells which ids exist.
 
 Sessions are bounded in number (`ServerSettings.max_sessions`, those being
 made counted too, so that a burst of creates cannot overshoot), and dropped
-and closed once idle past their limit by `sweep`, which the app runs every
+and closed once idle past their limit (or past their lifetime) by `sweep`, which the app runs every
 `SWEEP_S`; a session in a call is never idle. `close_all` ends them all when
 the service stops. Every blocking call on a session runs on the registry's
 own threads (`executor`), never on the event loop's or the default executor's
@@ -48,6 +48,7 @@ class _Held:
     session: Session
     idle_s: float
     last: float
+    ends: float  # its lifetime: the container ends itself then, and the registry lets it go
     calls: int = 0  # under way: a session in a call is not idle
 
 
@@ -69,7 +70,7 @@ class SessionRegistry:
         with self._lock:
             return len(self._held)
 
-    def create(self, make: Callable[[], Session], idle_s: float) -> str:
+    def create(self, make: Callable[[], Session], idle_s: float, lifetime_s: float = float("inf")) -> str:
         """Makes a session with `make` (blocking: call it on `executor`) and
         holds it; its new id. TooManySessions past the bound."""
         with self._lock:
@@ -85,7 +86,8 @@ class SessionRegistry:
             with self._lock:
                 self._making -= 1
         session_id = secrets.token_urlsafe(32)
-        if not self._hold(session_id, _Held(session, idle_s, self._clock())):
+        now = self._clock()
+        if not self._hold(session_id, _Held(session, idle_s, now, now + lifetime_s)):
             session.close()  # made while the service stopped
             raise UnknownSession("the service is stopping")
         return session_id
@@ -120,14 +122,15 @@ class SessionRegistry:
         return None if held is None else held.session
 
     def idle(self) -> list[Session]:
-        """Takes out every session idle past its limit (the caller closes them)."""
+        """Takes out every session idle past its limit, or past its lifetime
+        and not in a call (which then ends it: 410), for the caller to close."""
         now = self._clock()
         with self._lock:
-            gone = [sid for sid, h in self._held.items() if not h.calls and now - h.last >= h.idle_s]
+            gone = [sid for sid, h in self._held.items() if not h.calls and (now - h.last >= h.idle_s or now >= h.ends)]
             return [self._held.pop(sid).session for sid in gone]
 
     def sweep(self) -> int:
-        """Closes the sessions idle past their limit (blocking); how many."""
+        """Closes the sessions `idle` takes out (blocking); how many."""
         gone = self.idle()
         for session in gone:
             _close(session)

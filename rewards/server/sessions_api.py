@@ -186,7 +186,7 @@ async def create_session(body: SessionRequest | None = None,
     sandbox = _local_sandbox(service)
     try:
         session_id = await _blocking(service, lambda: service.sessions.create(
-            lambda: sandbox.session(limits, session_limits), session_limits.idle_s))
+            lambda: sandbox.session(limits, session_limits), session_limits.idle_s, session_limits.lifetime_s))
     except TooManySessions as exc:
         raise HTTPException(429, str(exc), headers={"Retry-After": str(s.retry_after_s)}) from None
     except UnknownSession as exc:  # the registry is closed

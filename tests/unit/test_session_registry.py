@@ -119,3 +119,15 @@ def test_a_session_made_while_the_service_stopped_is_closed(clock):
     with pytest.raises(UnknownSession):
         registry.create(make, 10)
     assert late.closed == 1
+
+
+def test_a_session_past_its_lifetime_is_swept_unless_in_a_call(registry, clock):
+    old, calling = StandIn(), StandIn()
+    registry.create(lambda: old, 100, 10)
+    calling_id = registry.create(lambda: calling, 100, 10)
+    clock.now = 9.9
+    assert registry.sweep() == 0
+    with registry.use(calling_id):
+        clock.now = 10.0
+        assert registry.sweep() == 1 and old.closed == 1  # the call itself ends at the lifetime: 410
+    assert registry.sweep() == 1 and calling.closed == 1
