@@ -49,7 +49,6 @@ SCRIPT = r'''
 import json, os, re, sys
 sys.path.insert(0, "/opt/rewardbox")
 import pytest_runner
-import rbgenerated
 import rbzygote
 
 SAMPLES = json.loads(sys.argv[1])
@@ -76,12 +75,12 @@ def forked(sample, generated_loop):
         os.dup2(null, 2)
         code = 70
         try:
-            of = rbgenerated.GeneratedTests.of
+            arm = prepared.generated.arm
             def spy(*args):
-                plugin = of(*args) if generated_loop else None
-                os.write(write, b"loop " + (b"generated" if plugin else b"pytest") + b"\n")
-                return plugin
-            rbgenerated.GeneratedTests.of = spy
+                armed = arm(*args) if generated_loop else False
+                os.write(write, b"loop " + (b"generated" if armed else b"pytest") + b"\n")
+                return armed
+            prepared.generated.arm = spy
             sys.argv = ["pytest_runner", str(key_r), str(write), str(data), "worker", *sample["test_files"]]
             pytest_runner.main(prepared)
         except SystemExit as exc:

@@ -81,8 +81,16 @@ def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
     request = parse_label(raw).request(CODE, LIMITS)
     tree = ast.parse(request.tests[TEST_FILE])
 
-    assert rbgenerated._case_functions(tree, cases) == [f"{prefix}_{i}" for i in range(cases)]
+    found = rbgenerated._case_functions(tree, cases)
+    assert [name for name, _ in found] == [f"{prefix}_{i}" for i in range(cases)]
     assert rbgenerated._case_functions(tree, cases + 1) is None
+    # Each case's function, made from the harness's template, is the code compiling the module gives.
+    compiled = {c.co_name: c for c in compile(tree, TEST_FILE, "exec").co_consts if isinstance(c, types.CodeType)}
+    for i, (name, line) in enumerate(found):
+        made = rbgenerated._case_function({}, TEST_FILE, name, line, i).__code__
+        want = compiled[name]
+        assert (made.co_code, made.co_consts, made.co_names, made.co_filename, made.co_firstlineno, list(made.co_lines())) == (
+            want.co_code, want.co_consts, want.co_names, want.co_filename, want.co_firstlineno, list(want.co_lines()))
 
 
 @pytest.mark.parametrize("change", [
@@ -96,7 +104,7 @@ def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
 def test_a_module_of_another_shape_keeps_pytests_loop(change):
     module = parse_label({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]}).request(
         CODE, LIMITS).tests[TEST_FILE]
-    assert rbgenerated._case_functions(ast.parse(module), 2) == ["test_case_0", "test_case_1"]
+    assert [name for name, _ in rbgenerated._case_functions(ast.parse(module), 2)] == ["test_case_0", "test_case_1"]
     old, new = change
 
     assert rbgenerated._case_functions(ast.parse(module.replace(old, new)), 2) is None

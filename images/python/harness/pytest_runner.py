@@ -40,6 +40,7 @@ from _pytest.main import Failed, Session
 from _pytest.outcomes import exit
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbgenerated  # noqa: E402
 import rbprotocol  # noqa: E402
 
 WORK_DIR = rbprotocol.WORK_DIR
@@ -237,7 +238,8 @@ class PreparedSession:
     def __init__(self):
         before = _open_fds()
         self.plugin = RecordPlugin()
-        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin])
+        self.generated = rbgenerated.GeneratedTests()
+        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin, self.generated])
         self.config._do_configure()
         self.session = Session.from_config(self.config)
         self.session.exitstatus = ExitCode.OK
@@ -332,13 +334,10 @@ def main(prepared=None):
     test_files = sys.argv[5:]
     if data_fd >= 0:
         import rbcheck
-        import rbgenerated
 
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
-        generated = rbgenerated.GeneratedTests.of(test_files, rbcheck.DATA, WORK_DIR)
-        if generated is not None:
-            prepared.config.pluginmanager.register(generated, "rbgenerated")
+        prepared.generated.arm(test_files, rbcheck.DATA, WORK_DIR)
 
     if data_fd < 0 and sys.argv[4] == "in-process":
         # The label asked for the old way: the completion is imported here as `solution`.

@@ -21,6 +21,7 @@ pytest's own loop.
 
 import ast
 import os
+import types
 
 import pytest
 from _pytest.nodes import Node
@@ -67,34 +68,38 @@ class GeneratedItem:
 
 
 class GeneratedTests:
-    """The collection and test loop of one generated module (see the module's docstring)."""
+    """The collection and test loop of a generated module (see the module's
+    docstring). Registered once with the prepared session, dormant (pytest's
+    own collection and loop run) until a run arms it with its module."""
 
-    def __init__(self, relpath, functions):
-        self.relpath = relpath
-        self.functions = functions
+    def __init__(self):
+        self.relpath = None
+        self.functions = None
 
-    @classmethod
-    def of(cls, test_files, data, root):
-        """The plugin for this run, or None when pytest's own loop must run it."""
+    def arm(self, test_files, data, root):
+        """Takes this run's module when it is the generated shape; whether it did."""
         if len(test_files) != 1 or not _plain_label_code(data):
-            return None
+            return False
         path = test_files[0]
         try:
             with open(path, encoding="utf-8") as f:
-                source = f.read()
-            tree = ast.parse(source, path)
+                tree = ast.parse(f.read(), path)
         except (OSError, ValueError, SyntaxError):
-            return None
-        names = _case_functions(tree, len(data.get("cases", ())))
-        if names is None:
-            return None
-        namespace = {"__name__": os.path.splitext(os.path.basename(path))[0], "__file__": path}
-        exec(compile(tree, path, "exec"), namespace)
-        functions = [namespace[name] for name in names]
-        return cls(os.path.relpath(path, root), functions)
+            return False
+        cases = _case_functions(tree, len(data.get("cases", ())))
+        if cases is None:
+            return False
+        import rbcheck
+
+        namespace = {"__name__": os.path.splitext(os.path.basename(path))[0], "__file__": path, "rbcheck": rbcheck}
+        self.functions = [_case_function(namespace, path, name, line, i) for i, (name, line) in enumerate(cases)]
+        self.relpath = os.path.relpath(path, root)
+        return True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session):
+        if self.functions is None:
+            return None
         config = session.config
         session.items = [GeneratedItem(config, self.relpath, function) for function in self.functions]
         session.testscollected = len(session.items)
@@ -103,24 +108,37 @@ class GeneratedTests:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session):
+        """Each item as pytest's protocol runs it, less the setup and teardown
+        phases, which have nothing to do for these items (no fixtures, no
+        setup functions) and whose passing reports nobody shows or records."""
+        if self.functions is None:
+            return None
         hook = session.config.hook
         for item in session.items:
             hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
             with catch_warnings_for_item(session.config, ihook=hook, when="runtest", item=item):
-                for when, run in (("setup", _nothing), ("call", item.runtest), ("teardown", _nothing)):
-                    _update_current_test_var(item, when)
-                    call = CallInfo.from_call(run, when=when, reraise=(Exit, KeyboardInterrupt))
-                    report = TestReport.from_item_and_call(item, call)
-                    hook.pytest_runtest_logreport(report=report)
-                    if check_interactive_exception(call, report):
-                        hook.pytest_exception_interact(node=item, call=call, report=report)
+                _update_current_test_var(item, "call")
+                call = CallInfo.from_call(item.runtest, when="call", reraise=(Exit, KeyboardInterrupt))
+                report = TestReport.from_item_and_call(item, call)
+                hook.pytest_runtest_logreport(report=report)
+                if check_interactive_exception(call, report):
+                    hook.pytest_exception_interact(node=item, call=call, report=report)
                 _update_current_test_var(item, None)
             hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
 
-def _nothing():
-    pass
+# A generated test's code, compiled once: each case's function is this with
+# its name, index, file and line put in (the same code compiling the module gives).
+# (`import rbcheck` in the same unit: CPython compiles a call on an imported module apart.)
+_TEMPLATE = next(c for c in compile("import rbcheck\n\n\ndef test():\n    rbcheck.check(0)\n", "<template>",
+                                    "exec").co_consts if isinstance(c, types.CodeType))
+
+
+def _case_function(namespace, path, name, line, index):
+    code = _TEMPLATE.replace(co_name=name, co_qualname=name, co_filename=path, co_firstlineno=line,
+                             co_consts=tuple(index if c == 0 and type(c) is int else c for c in _TEMPLATE.co_consts))
+    return types.FunctionType(code, namespace, name)
 
 
 def _plain_label_code(data):
@@ -132,7 +150,7 @@ def _plain_label_code(data):
 
 
 def _case_functions(tree, cases):
-    """The names of the module's test functions when it is exactly the
+    """The (name, line) of the module's test functions when it is exactly the
     generated shape for `cases` cases (a docstring, `import rbcheck`, then
     function i calling `rbcheck.check(i)` and nothing else); else None."""
     body = list(tree.body)
@@ -140,8 +158,8 @@ def _case_functions(tree, cases):
         body.pop(0)
     if len(body) != cases + 1 or not _imports_rbcheck(body.pop(0)):
         return None
-    names = [node.name for i, node in enumerate(body) if _checks_case(node, i)]
-    return names if len(names) == cases and len(set(names)) == cases else None
+    found = [(node.name, node.lineno) for i, node in enumerate(body) if _checks_case(node, i)]
+    return found if len(found) == cases and len({name for name, _ in found}) == cases else None
 
 
 def _imports_rbcheck(node):
