@@ -33,7 +33,7 @@ from rewardbox.rewards.code import CodeReward
 from rewardbox.rewards.server.rewards_api import SampleIn, SampleResult, _result
 from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.rewards.server.session_registry import SWEEP_S, TooManySessions, UnknownSession
-from rewardbox.sandbox import Limits, Sandbox
+from rewardbox.sandbox import Limits, Sandbox, SandboxError
 from rewardbox.sandbox.session import CallResult, Session, SessionEnded, SessionLimits, SessionRefused
 
 log = logging.getLogger(__name__)
@@ -141,10 +141,23 @@ async def _on_session(service: Service, session_id: str, call: Callable[[Session
     except SessionRefused as exc:
         raise HTTPException(400, str(exc)) from None
     except SessionEnded as exc:
-        gone = service.sessions.drop(session_id)
-        if gone is not None:
-            await _blocking(service, gone.close)
+        await _drop(service, session_id)
         raise HTTPException(410, f"the session ended: {exc}") from None
+    except SandboxError:
+        raise  # ours (the engine down): 503, and the session may be used again
+    except Exception as exc:  # noqa: BLE001 - the engine failed under the call in a way the session does not name
+        # Seen: the container removed by the service's stop while a call
+        # started its next exec (the engine's 500 "Removal In Progress").
+        # What the session holds is unknown now: it ends here.
+        log.warning("a session call failed on the engine's side; the session is closed: %s", exc)
+        await _drop(service, session_id)
+        raise HTTPException(410, f"the session ended: the engine failed under the call: {exc}") from None
+
+
+async def _drop(service: Service, session_id: str) -> None:
+    gone = service.sessions.drop(session_id)
+    if gone is not None:
+        await _blocking(service, gone.close)
 
 
 def _local_sandbox(service: Service) -> Sandbox:

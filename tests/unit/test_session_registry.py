@@ -131,3 +131,61 @@ def test_a_session_past_its_lifetime_is_swept_unless_in_a_call(registry, clock):
         clock.now = 10.0
         assert registry.sweep() == 1 and old.closed == 1  # the call itself ends at the lifetime: 410
     assert registry.sweep() == 1 and calling.closed == 1
+
+
+# The routes' mapping of a session call's failures (rewardbox.rewards.server.sessions_api).
+
+def _service_with(session):
+    from rewardbox.rewards.registry import Registry
+    from rewardbox.rewards.server.service import Service
+
+    service = Service(Registry(), sandbox=None)  # type: ignore[arg-type]
+    return service, service.sessions.create(lambda: session, 10)
+
+
+@pytest.mark.parametrize("raised, status", [
+    (RuntimeError("500 Server Error: Removal In Progress"), 410),  # the engine failed under the call
+    ("ended", 410), ("refused", 400), ("unknown", 404)])
+def test_a_failed_call_is_answered_and_an_unknown_failure_ends_the_session(raised, status):
+    import asyncio
+
+    from fastapi import HTTPException
+
+    from rewardbox.rewards.server.sessions_api import _on_session
+    from rewardbox.sandbox.session import SessionEnded, SessionRefused
+
+    session = StandIn()
+    service, sid = _service_with(session)
+    error = {"ended": SessionEnded("gone"), "refused": SessionRefused("no"), "unknown": None}.get(raised, raised)
+
+    def call(s):
+        raise error
+
+    try:
+        with pytest.raises(HTTPException) as answer:
+            asyncio.run(_on_session(service, "not-it" if raised == "unknown" else sid, call))
+        assert answer.value.status_code == status
+        held = len(service.sessions)
+        assert (held, session.closed) == ((1, 0) if status in (400, 404) else (0, 1))
+    finally:
+        service.close_sessions()
+
+
+def test_our_failure_under_a_call_keeps_the_session_for_a_retry():
+    import asyncio
+
+    from rewardbox.rewards.server.sessions_api import _on_session
+    from rewardbox.sandbox import SandboxError
+
+    session = StandIn()
+    service, sid = _service_with(session)
+
+    def call(s):
+        raise SandboxError("the engine is down")
+
+    try:
+        with pytest.raises(SandboxError):  # the app's handler answers 503
+            asyncio.run(_on_session(service, sid, call))
+        assert (len(service.sessions), session.closed) == (1, 0)
+    finally:
+        service.close_sessions()
