@@ -175,6 +175,18 @@ def test_paths_out_of_the_work_dir_are_400_and_a_missing_file_404(served):
         requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
+def test_a_file_over_the_limit_is_413_and_not_written(served):
+    url, _ = served
+    sid = create(url)
+    try:
+        over = put(url, sid, "big.bin", b"x" * ((8 << 20) + 1))
+        assert over.status_code == 413 and "8388608 bytes" in over.json()["detail"]
+        assert requests.get(f"{url}/v1/sessions/{sid}/files/big.bin", timeout=60).status_code == 404
+        assert put(url, sid, "big.bin", b"x" * (8 << 20)).json()["bytes"] == 8 << 20
+    finally:
+        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
+
+
 def test_a_call_past_its_deadline_times_out_and_the_session_goes_on(served):
     url, _ = served
     sid = create(url)
