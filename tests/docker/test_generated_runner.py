@@ -4,12 +4,10 @@ terminal text and exit status must be exactly those of pytest's own loop over
 the same module, for every way a case can end: run here inside the sandbox
 image, both ways from the same prepared session, the solution in its worker."""
 
-import json
-
 import pytest
 
 from rewardbox import Limits, parse_label
-from rewardbox.images import image_tag
+from tests.docker.in_image import run_script
 
 ADD = "def add(a, b):\n    return a + b\n"
 WRONG_ADD = ("def add(a, b):\n    if a == 2:\n        raise ValueError('boom')\n"
@@ -46,8 +44,6 @@ SAMPLES = {
 }
 
 SCRIPT = r'''
-import json, os, re, sys
-sys.path.insert(0, "/opt/rewardbox")
 import pytest_runner
 import rbzygote
 
@@ -55,57 +51,34 @@ SAMPLES = json.loads(sys.argv[1])
 KEY = b"k" * 32
 os.mkdir("/work/.tests")
 prepared = rbzygote.prepare_session()
+arm = prepared.generated.arm
 
 
-def forked(sample, generated_loop):
-    """pytest_runner.main in a child, as a pooled run calls it: its records
-    (verified), exit status, and whether the generated loop ran it."""
+def run(sample, generated_loop):
+    """pytest_runner.main in a child, as a pooled run calls it: its records,
+    exit status, and whether the generated loop ran it."""
     key_r, key_w = os.pipe()
     os.write(key_w, KEY)
     os.close(key_w)
     data = os.memfd_create("data")
     os.write(data, sample["test_data"].encode())
     os.lseek(data, 0, os.SEEK_SET)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        code = 70
-        try:
-            arm = prepared.generated.arm
-            def spy(*args):
-                armed = arm(*args) if generated_loop else False
-                os.write(write, b"loop " + (b"generated" if armed else b"pytest") + b"\n")
-                return armed
-            prepared.generated.arm = spy
-            sys.argv = ["pytest_runner", str(key_r), str(write), str(data), "worker", *sample["test_files"]]
-            pytest_runner.main(prepared)
-        except SystemExit as exc:
-            code = exc.code
-        finally:
-            os._exit(int(code or 0) & 0xFF)
-    for fd in (key_r, data, write):
-        os.close(fd)
-    out = b""
-    while chunk := os.read(read, 65536):
-        out += chunk
-    os.close(read)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    records, loop = [], None
-    for line in out.splitlines():
-        if line.startswith(b"loop "):
-            loop = line[5:].decode()
-            continue
-        record = json.loads(line.split(b" ", 1)[1])
-        if "duration_s" in record:
-            record["duration_s"] = 0
-        if "text" in record:
-            record["text"] = re.sub(r"in [0-9.]+s", "in Ns", record["text"])
-        records.append(record)
-    return {"status": status, "records": records, "loop": loop}
+
+    def body(records):
+        def spy(*args):
+            armed = arm(*args) if generated_loop else False
+            os.write(records, b"loop " + (b"generated" if armed else b"pytest") + b"\n")
+            return armed
+        prepared.generated.arm = spy
+        sys.argv = ["pytest_runner", str(key_r), str(records), str(data), "worker", *sample["test_files"]]
+        pytest_runner.main(prepared)
+
+    status, lines = forked(body)
+    os.close(key_r)
+    os.close(data)
+    loops = [line[5:].decode() for line in lines if line.startswith(b"loop ")]
+    records = records_of([line for line in lines if not line.startswith(b"loop ")])
+    return {"status": status, "records": records, "loop": loops[0] if loops else None}
 
 
 out = {}
@@ -113,7 +86,7 @@ for name, sample in SAMPLES.items():
     for path, text in sample["files"].items():
         with open(os.path.join("/work", path), "w") as f:
             f.write(text)
-    out[name] = {"pytest": forked(sample, False), "generated": forked(sample, True)}
+    out[name] = {"pytest": run(sample, False), "generated": run(sample, True)}
     for path in sample["files"]:
         os.remove(os.path.join("/work", path))
 print(json.dumps(out))
@@ -130,16 +103,7 @@ def _sample(label, solution):
 @pytest.fixture(scope="module")
 def outcomes(docker_client):
     samples = {name: _sample(label, solution) for name, (label, solution, _) in SAMPLES.items()}
-    container = docker_client.containers.create(
-        image_tag(), ["python3", "-I", "-B", "-c", SCRIPT, json.dumps(samples)], user="10001:10001",
-        network_mode="none", tmpfs={"/work": "rw,exec,uid=10001,gid=10001"},
-        labels={"rewardbox-test": "generated-runner"})
-    try:
-        container.start()
-        assert container.wait(timeout=300)["StatusCode"] == 0, container.logs().decode()[-3000:]
-        return json.loads(container.logs(stdout=True, stderr=False).decode().strip().splitlines()[-1])
-    finally:
-        container.remove(force=True)
+    return run_script(docker_client, SCRIPT, samples, "generated-runner")
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))

@@ -4,12 +4,11 @@ the zygote before any request (pytest_runner.PreparedSession), not through
 those of `pytest.main` with the same arguments and plugin, for every way a
 session ends: run here inside the sandbox image, against the pytest it ships."""
 
-import json
 import textwrap
 
 import pytest
 
-from rewardbox.images import image_tag
+from tests.docker.in_image import run_script
 
 # Each module: what the test process gets as its one test file.
 MODULES = {
@@ -83,8 +82,6 @@ MODULES = {
 }
 
 SCRIPT = r'''
-import json, os, re, sys
-sys.path.insert(0, "/opt/rewardbox")
 import pytest
 import pytest_runner
 import rbzygote
@@ -95,37 +92,9 @@ os.mkdir("/work/.tests")
 prepared = rbzygote.prepare_session()
 
 
-def forked(body):
-    """Runs body(records_fd) in a child; its records (verified) and exit status."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        code = 70
-        try:
-            code = body(write)
-        except SystemExit as exc:
-            code = exc.code
-        finally:
-            os._exit(int(code) & 0xFF)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 65536):
-        data += chunk
-    os.close(read)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    records = []
-    for line in data.splitlines():
-        record = json.loads(line.split(b" ", 1)[1])
-        if "duration_s" in record:
-            record["duration_s"] = 0
-        if "text" in record:
-            record["text"] = re.sub(r"in [0-9.]+s", "in Ns", record["text"])
-        records.append(record)
-    return status, records
+def run(body):
+    status, lines = forked(body)
+    return status, records_of(lines)
 
 
 def by_pytest_main(path):
@@ -134,14 +103,14 @@ def by_pytest_main(path):
         code = pytest.main(pytest_runner.pytest_args([path], tb="short"), plugins=[plugin])
         plugin.terminal()
         return int(code)
-    return forked(body)
+    return run(body)
 
 
 def by_prepared_session(path):
     def body(fd):
         prepared.plugin.arm(KEY, fd)
         return prepared.run([path], "short")
-    return forked(body)
+    return run(body)
 
 
 out = {}
@@ -158,15 +127,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def outcomes(docker_client):
     modules = {name: textwrap.dedent(source) for name, source in MODULES.items()}
-    container = docker_client.containers.create(
-        image_tag(), ["python3", "-I", "-B", "-c", SCRIPT, json.dumps(modules)], user="10001:10001",
-        network_mode="none", tmpfs={"/work": "rw,exec,uid=10001,gid=10001"}, labels={"rewardbox-test": "prepared"})
-    try:
-        container.start()
-        assert container.wait(timeout=120)["StatusCode"] == 0, container.logs().decode()[-3000:]
-        return json.loads(container.logs(stdout=True, stderr=False).decode().strip().splitlines()[-1])
-    finally:
-        container.remove(force=True)
+    return run_script(docker_client, SCRIPT, modules, "prepared", timeout_s=120)
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
