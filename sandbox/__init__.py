@@ -18,6 +18,7 @@ from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
 from rewardbox.sandbox.session import (  # noqa: E402
     AsyncSession,
     CallResult,
+    NoSuchFile,
     Session,
     SessionEnded,
     SessionError,
@@ -28,6 +29,7 @@ from rewardbox.sandbox.session import (  # noqa: E402
 __all__ = [
     "AsyncSession",
     "CallResult",
+    "NoSuchFile",
     "ClusterUnavailable",
     "ContainerLost",
     "DEFAULT_IMAGE",

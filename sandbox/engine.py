@@ -541,7 +541,8 @@ class DockerEngine:
                                              environment={})
                 response = self._api.exec_start(made["Id"], socket=True)
         except docker.errors.APIError as exc:
-            if exc.status_code == 409:
+            # 409: not running; a 500 "removal in progress": being removed (a session closed under a call)
+            if exc.status_code == 409 or "removal in progress" in str(exc).lower():
                 raise ContainerLost(f"container {container_id[:12]} is not running: {exc}") from None
             raise
         # exec_start's stubs name every transport's stream; a local engine's is a SocketIO.

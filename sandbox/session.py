@@ -275,6 +275,10 @@ class SessionRefused(SessionError, ValueError):
     file to read, too many background processes."""
 
 
+class NoSuchFile(SessionRefused):
+    """`read_file` of a path that names no file in the work dir."""
+
+
 class SessionLimits(Frozen):
     """What bounds a session beside its container's `Limits`."""
 
@@ -449,11 +453,12 @@ class Session:
 
     def read_file(self, path: str, *, text: bool = True) -> str | bytes:
         """The content of `path` under the work dir: text (UTF-8, undecodable
-        bytes replaced) or, with `text=False`, bytes. SessionRefused for a
-        missing file, one over `file_bytes` or a path out of the work dir."""
+        bytes replaced) or, with `text=False`, bytes. NoSuchFile (a
+        SessionRefused) for a missing file; SessionRefused for one over
+        `file_bytes` or a path out of the work dir."""
         data = self._file("read", checked_path(path), b"")
         if data is None:
-            raise SessionRefused(f"no such file: {path}")
+            raise NoSuchFile(f"no such file: {path}")
         return data.decode("utf-8", "replace") if text else data
 
     def score(self, label: Any, file: str = "solution.py", *, grader: Grader[G] | None = None,

@@ -34,7 +34,7 @@ from rewardbox.rewards.server.rewards_api import SampleIn, SampleResult, _result
 from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.rewards.server.session_registry import SWEEP_S, TooManySessions, UnknownSession
 from rewardbox.sandbox import Limits, Sandbox, SandboxError
-from rewardbox.sandbox.session import CallResult, Session, SessionEnded, SessionLimits, SessionRefused
+from rewardbox.sandbox.session import CallResult, NoSuchFile, Session, SessionEnded, SessionLimits, SessionRefused
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -255,11 +255,8 @@ async def get_file(session_id: str, path: str, service: Service = Depends(reques
     def read(session: Session) -> bytes | None:
         try:
             data = session.read_file(path, text=False)
-        except SessionRefused as exc:
-            # read_file says a file is missing with this message (exit 4 of its helper)
-            if str(exc) == f"no such file: {path}":
-                return None
-            raise
+        except NoSuchFile:
+            return None
         return data if isinstance(data, bytes) else data.encode()
 
     data = await _on_session(service, session_id, read)

@@ -22,6 +22,7 @@ import pytest
 from rewardbox.rewards import CodeReward
 from rewardbox.sandbox import (
     Limits,
+    NoSuchFile,
     Sandbox,
     SessionEnded,
     SessionLimits,
@@ -202,7 +203,7 @@ def test_paths_out_of_the_work_dir_are_refused(runtime, request):
                 s.write_file(path, "x")
         # Nothing was written through a link.
         assert s.shell("cat /tmp/t; test -e /tmp/planted || echo none; head -c 5 pw").stdout == "x\nnone\nroot:"
-        with pytest.raises(SessionRefused, match="no such file"):
+        with pytest.raises(NoSuchFile, match="no such file"):
             s.read_file("missing.txt")
 
 

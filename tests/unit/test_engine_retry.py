@@ -194,3 +194,31 @@ def test_under_gvisor_the_pids_limit_makes_room_for_gvisors_own_threads():
 
     limits = [config["host_config"]["pids_limit"] for config in api.configs]
     assert limits == [64, 64, 64 + 6 * 64, 64 + 6 * 64]  # each create is tried twice by this fake
+
+
+class ExecAPI:
+    """An exec into a container in the state the engine answers with."""
+
+    def __init__(self, status: int, explanation: str):
+        self.status, self.explanation = status, explanation
+
+    def exec_create(self, container_id, command, **kwargs):
+        response = requests.Response()
+        response.status_code = self.status
+        raise docker.errors.APIError("exec failed", response=response, explanation=self.explanation)
+
+
+@pytest.mark.parametrize(("status", "explanation"), [
+    (409, "container abc is not running"),
+    # A session closed while a call of another thread starts: the engine answers 500, not 409.
+    (500, "Could not kill running container abc, cannot remove - removal in progress"),
+    (500, "Removal In Progress"),
+])
+def test_an_exec_into_a_container_going_away_is_a_lost_container(status, explanation):
+    with pytest.raises(ContainerLost):
+        engine_with(ExecAPI(status, explanation)).exec("abc", ["true"])
+
+
+def test_an_exec_the_engine_refuses_for_another_reason_is_its_error():
+    with pytest.raises(docker.errors.APIError):
+        engine_with(ExecAPI(500, "OCI runtime exec failed")).exec("abc", ["true"])
