@@ -30,6 +30,7 @@ from rewardbox.sandbox.protocol import (
     parse_report,
 )
 from rewardbox.sandbox.session import AsyncSession, Grader, Session, SessionLimits
+from rewardbox.sandbox.session_warm import WarmSessions
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ class Sandbox:
 
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
-                 sweep: bool = True):
+                 sweep: bool = True, warm_sessions: int = 0):
+        """`warm_sessions`: session containers kept made ahead for
+        `session()` with the default limits (`keep_sessions_warm`); 0: none."""
         self.image = image
         self.runtime = runtime
         self.max_containers = max_containers
@@ -95,6 +98,10 @@ class Sandbox:
         self._containers = 0
         self._run_errors = 0
         self._run_retries = 0
+        self._warm: WarmSessions | None = None
+        self._warm_lock = threading.Lock()
+        if warm_sessions:
+            self.keep_sessions_warm(warm_sessions)
 
     def stats(self) -> SandboxStats:
         engine = self.engine.stats
@@ -119,6 +126,7 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        self.keep_sessions_warm(0)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.engine.close()
@@ -133,9 +141,43 @@ class Sandbox:
                 grader: Grader[Any] | None = None) -> Session:
         """A container of its own for one agent rollout, with this sandbox's
         image and runtime and the hardening of a run (sandbox/session.py).
-        It takes none of `max_containers`' slots: its grading runs do."""
+        It takes none of `max_containers`' slots: its grading runs do.
+        From the warm set (`keep_sessions_warm`) when it holds one of these
+        limits, else made now."""
+        warm = self._warm
+        if warm is not None:
+            taken = warm.take(limits or Limits(), session_limits or SessionLimits())
+            if taken is not None:
+                taken.grader = grader
+                return taken
+        return self._new_session(limits, session_limits, grader)
+
+    def _new_session(self, limits: Limits | None, session_limits: SessionLimits | None,
+                     grader: Grader[Any] | None = None, warm_wait_s: float = 0.0) -> Session:
         return Session(self.engine, self.image, limits=limits, session_limits=session_limits,
-                       runtime=self.runtime, gvisor=self._gvisor, grader=grader)
+                       runtime=self.runtime, gvisor=self._gvisor, grader=grader, warm_wait_s=warm_wait_s)
+
+    def keep_sessions_warm(self, size: int, limits: Limits | None = None,
+                           session_limits: SessionLimits | None = None) -> None:
+        """Keeps `size` session containers of these limits made ahead
+        (sandbox/session_warm.py), in place of any warm set before; 0 removes
+        the warm set. Blocks only to remove the containers of the set replaced."""
+        if size < 0:
+            raise ValueError(f"warm sessions must be 0 or more, not {size}")
+        chosen, chosen_session = limits or Limits(), session_limits or SessionLimits()
+        with self._warm_lock:
+            old, self._warm = self._warm, None
+            if size:
+                self._warm = WarmSessions(lambda wait_s: self._new_session(chosen, chosen_session, warm_wait_s=wait_s),
+                                          size, chosen, chosen_session)
+        if old is not None:
+            old.close()
+
+    @property
+    def warm_sessions(self) -> int:
+        """Session containers ready to hand out now."""
+        warm = self._warm
+        return 0 if warm is None else len(warm)
 
     def async_session(self, limits: Limits | None = None, session_limits: SessionLimits | None = None,
                       grader: Grader[Any] | None = None) -> AsyncSession:

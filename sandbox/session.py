@@ -50,14 +50,21 @@ G = TypeVar("G")
 # (from the host, through the engine) kills every other process: the way out
 # when a fork bomb holds every pid and no exec can start. The agent can send
 # it these signals too: that only keeps its own session alive, never beyond
-# the lifetime, or kills its own processes.
+# the lifetime, or kills its own processes. A warm container (argv[4] > 0,
+# made ahead by sandbox/session_warm.py) counts neither limit until it is
+# armed (SIGALRM at hand-out, or a first call): it waits unarmed at most
+# argv[4] seconds, so that one whose owner died still ends.
 WATCHDOG = """\
 import os, signal, sys, time
-life, idle, busy_max = (float(a) for a in sys.argv[1:4])
+life, idle, busy_max, wait = (float(a) for a in sys.argv[1:5])
 now = time.monotonic
-end_of_life = now() + life
-state = {"last": now(), "busy": False}
-def started(*_): state.update(last=now(), busy=True)
+state = {"last": now(), "busy": False, "armed": wait <= 0, "end_of_life": now() + (wait if wait > 0 else life)}
+def arm(*_):
+    if not state["armed"]:
+        state.update(armed=True, last=now(), end_of_life=now() + life)
+def started(*_):
+    arm()
+    state.update(last=now(), busy=True)
 def ended(*_): state.update(last=now(), busy=False)
 def reap(*_):
     try:
@@ -77,9 +84,12 @@ signal.signal(signal.SIGUSR1, started)
 signal.signal(signal.SIGUSR2, ended)
 signal.signal(signal.SIGCHLD, reap)
 signal.signal(signal.SIGHUP, kill_all)
+signal.signal(signal.SIGALRM, arm)
 while True:
     t = now()
-    end = min(end_of_life, state["last"] + idle + (busy_max if state["busy"] else 0.0))
+    end = state["end_of_life"]
+    if state["armed"]:
+        end = min(end, state["last"] + idle + (busy_max if state["busy"] else 0.0))
     if t >= end:
         sys.exit(0)
     time.sleep(min(end - t, 1.0))
@@ -381,7 +391,10 @@ class Session:
 
     def __init__(self, engine: DockerEngine, image: str, *, limits: Limits | None = None,
                  session_limits: SessionLimits | None = None, runtime: str | None = None, gvisor: bool = False,
-                 grader: Grader[Any] | None = None, clock: Callable[[], float] = time.monotonic):
+                 grader: Grader[Any] | None = None, clock: Callable[[], float] = time.monotonic,
+                 warm_wait_s: float = 0.0):
+        """`warm_wait_s` > 0: a warm container (sandbox/session_warm.py),
+        whose limits count from `arm()`; unarmed, it ends after `warm_wait_s`."""
         self.engine = engine
         self.limits = limits or Limits()
         self.session_limits = session_limits or SessionLimits()
@@ -405,10 +418,11 @@ class Session:
             made = made.model_copy(update={"pids": max(made.pids, pids)})
         sl = self.session_limits
         busy_max = sl.max_call_timeout_s + CALL_GRACE_S
-        command = ["python3", "-I", "-c", WATCHDOG, f"{sl.lifetime_s:.3f}", f"{sl.idle_s:.3f}", f"{busy_max:.3f}"]
+        command = ["python3", "-I", "-c", WATCHDOG, f"{sl.lifetime_s:.3f}", f"{sl.idle_s:.3f}", f"{busy_max:.3f}",
+                   f"{max(warm_wait_s, 0.0):.3f}"]
         self.container_id = engine.create(image, made, f"rewardbox-session-{uuid.uuid4().hex[:16]}",
                                           runtime=runtime, gvisor=gvisor, command=command,
-                                          lifetime_s=sl.lifetime_s, auto_remove=True)
+                                          lifetime_s=sl.lifetime_s + max(warm_wait_s, 0.0), auto_remove=True)
         # A session dropped unclosed goes when it is collected (or at exit), not at its idle limit.
         self._finalizer = weakref.finalize(self, _remove_quietly, engine, self.container_id)
         self._started = self._last = clock()
@@ -418,6 +432,12 @@ class Session:
         except BaseException:
             self.close()
             raise
+
+    def arm(self) -> None:
+        """Starts a warm container's lifetime and idle limits now (its
+        hand-out); the host's clocks too. A no-op for a session made armed."""
+        self.engine.kill(self.container_id, signal="SIGALRM")
+        self._started = self._last = self._clock()
 
     # -- the verbs ------------------------------------------------------------
 
