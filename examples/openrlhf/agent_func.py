@@ -5,8 +5,10 @@
 
 Each episode: the model answers, the tests run, failing tests and their errors
 come back as a user turn; it ends when the tests pass or after
-REWARDBOX_MAX_STEPS attempts, with the reward of the last attempt. Settings
-come from REWARDBOX_* environment variables (README.md).
+REWARDBOX_MAX_STEPS attempts, with the reward of the last attempt. The steps
+of an episode run in one rewardbox session (a container of its own, removed
+when the episode ends). Settings come from REWARDBOX_* environment variables
+(README.md).
 """
 
 import asyncio

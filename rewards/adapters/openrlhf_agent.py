@@ -2,18 +2,33 @@
 
 Part of `rewardbox.adapters.openrlhf` (which re-exports these names); the
 agent file (`--train.agent_func_path`) drives a `CodingEpisode`.
+
+An episode keeps one rewardbox session (a container of its own,
+`rewardbox.sandbox.session`): each step writes the model's code to the
+session's `solution.py` and grades that file with `Session.score`, so every
+step of an episode runs in the same container, and the container is removed
+when the episode ends (its tests pass, its last step, a failure), when the
+episode is dropped (collected), or at the session's idle limit.
 """
 
 import logging
+import threading
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 import torch
 
 from rewardbox.adapters.openrlhf_scoring import _PROCESS, OpenRLHFReward
-from rewardbox.rewards.base import RewardOutput, Sample
+from rewardbox.rewards.base import Reward, RewardOutput, Sample
+from rewardbox.rewards.code import CodeReward
+from rewardbox.rewards.composite import CompositeReward
+from rewardbox.rewards.correctness import CorrectnessReward
+from rewardbox.rewards.extract import extract_code
+from rewardbox.rewards.label_formats import MathLabel
+from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.logs import CRASH_VERDICTS, sample_logs, trainer_numbers, verdict_of
-from rewardbox.sandbox import SandboxError
+from rewardbox.sandbox import SandboxError, Session, SessionEnded, SessionRefused
 from rewardbox.settings import FEEDBACK_TEMPLATES
 
 __all__ = ["CodingEpisode", "feedback"]
@@ -82,6 +97,9 @@ def _clip(text: str, max_chars: int) -> str:
     return f"{text[:half]} ... {text[len(text) - half:]}"
 
 
+SOLUTION_FILE = "solution.py"
+
+
 class CodingEpisode:
     """One episode of OpenRLHF's agent API: the policy writes code, the tests
     run, failing tests and their errors go back as a user turn, until the code
@@ -93,9 +111,21 @@ class CodingEpisode:
     each step returns the change since the previous one: the episode's total
     is the reward of its last attempt, however many steps the trainer allows.
 
-    An instance holds one episode at a time (its steps, task and reward paid
-    so far). OpenRLHF builds one per episode, except 0.9.1, whose executor
-    runs every episode on one instance: the agent file gives each its own.
+    The steps run in one session (opened at the first step with code, from
+    the process's sandbox: `rewardbox.adapters.verl_tool.configure` or the
+    settings'): each writes its code to `solution.py` there and grades that
+    file with `Session.score`, by the process's reward, which sees the
+    model's answer with its code read back from the file: the numbers and the
+    feedback are those of grading the answer. The session closes when the
+    episode ends (`done`, or a failure raised), at the next `reset`, when the
+    episode is collected, or at its idle limit. An answer without code, a
+    label that is not code (a math answer) and a reward that runs no code
+    are graded as a single sample, without a session; so is every step when
+    the samples run on Ray (`REWARDBOX_RAY`), whose nodes may have no engine here.
+
+    An instance holds one episode at a time (its steps, task, reward paid so
+    far and session). OpenRLHF builds one per episode, except 0.9.1, whose
+    executor runs every episode on one instance: the agent file gives each its own.
     """
 
     def __init__(self, scorer: OpenRLHFReward | None = None, max_steps: int | None = None,
@@ -108,9 +138,17 @@ class CodingEpisode:
         self._prompt: str | None = None
         self._label: Any = None
         self._paid = 0.0
+        self._session: Session | None = None
+        self._session_lock = threading.Lock()
+
+    @property
+    def session(self) -> Session | None:
+        """The episode's session, once a step opened it (None after it closed)."""
+        return self._session
 
     def reset(self, states: Mapping[str, Any]) -> dict[str, Any]:
         """Remember the task; the observation is the prompt unchanged."""
+        self.close()
         self._prompt = states.get("observation", states.get("prompt"))
         self._label = states.get("label")
         self.steps, self._paid = 0, 0.0
@@ -122,13 +160,19 @@ class CodingEpisode:
         sample = Sample(id=f"step {self.steps}", completion=states.get("action_text") or "",
                         label=states.get("label", self._label), prompt=self._prompt)
         try:
-            output = self._scorer.reward.score(sample)
+            output = self._grade(sample)
         except SandboxError as exc:
             log.error("rewardbox could not score an agent step, raising to the trainer: %s", exc)
+            self.close()
+            raise
+        except BaseException:
+            self.close()
             raise
         reward, score = trainer_numbers(output, f"agent step {self.steps}")
         unusable = output.reward is None
         done = unusable or verdict_of(output) == "passed" or self.steps >= self.max_steps
+        if done:
+            self.close()
         delta, self._paid = reward - self._paid, reward
         return {
             # float64: the trainer adds up .item() of each step; float32 rounding would show in the total.
@@ -140,3 +184,78 @@ class CodingEpisode:
             "extra_logs": {key: torch.tensor(value, dtype=torch.float32)
                            for key, value in {**sample_logs(output), "agent_steps": float(self.steps)}.items()},
         }
+
+    def close(self) -> None:
+        """Removes the episode's session, if one is open. Idempotent."""
+        with self._session_lock:
+            session, self._session = self._session, None
+        if session is not None:
+            with suppress(SandboxError):  # the engine lost it already: nothing is left to remove
+                session.close()
+
+    # -- grading in the session --------------------------------------------------------------------------
+
+    def _grade(self, sample: Sample) -> RewardOutput:
+        reward = self._scorer.reward
+        code = extract_code(sample.completion, sample.prompt) if self._in_session(reward, sample.label) else None
+        if code is None:
+            return reward.score(sample)
+        grader = _StepGrader(reward, sample, code)
+        for attempt in (1, 2):
+            session = self._open()
+            try:
+                session.write_file(SOLUTION_FILE, code)
+                output: RewardOutput = session.score(sample.label, SOLUTION_FILE, grader=grader, prompt=sample.prompt)
+                return output
+            except SessionRefused as exc:  # code over the session's file_bytes: graded as the answer alone
+                log.warning("agent step %d: the code does not fit the session (%s); graded as a single sample",
+                            self.steps, exc)
+                return reward.score(sample)
+            except SessionEnded as exc:  # its idle or lifetime limit passed between steps: a new one
+                self.close()
+                if attempt == 2:
+                    raise
+                log.warning("agent step %d: the episode's session ended (%s); opening a new one", self.steps, exc)
+        raise AssertionError("unreachable")
+
+    def _in_session(self, reward: Reward, label: Any) -> bool:
+        if self._scorer.settings.ray or not _runs_code(reward):
+            return False
+        try:
+            return not isinstance(parse_label(label), MathLabel)
+        except Exception:  # noqa: BLE001 - an unusable label: the reward answers it, no container needed
+            return False
+
+    def _open(self) -> Session:
+        with self._session_lock:
+            if self._session is None:
+                from rewardbox.adapters.verl_tool import _sandbox  # the process's sandbox for sessions
+
+                self._session = _sandbox()[0].session()
+            return self._session
+
+
+def _runs_code(reward: Reward) -> bool:
+    """Whether `reward` grades code in a sandbox (itself or a part of it)."""
+    if isinstance(reward, (CodeReward, CorrectnessReward)):
+        return True
+    if isinstance(reward, CompositeReward):
+        return any(_runs_code(part) for _, part, _ in reward.components)
+    return False
+
+
+class _StepGrader:
+    """Grades the session's `solution.py` with the process's reward: the
+    step's answer with its code (`code`, as extracted) replaced by the file's
+    text. The file holding what the step wrote, that is the answer itself,
+    graded as a single sample would be (format rewards included)."""
+
+    def __init__(self, reward: Reward, sample: Sample, code: str):
+        self.reward, self.sample, self.code = reward, sample, code
+
+    def grade(self, completion: str, label: Any, prompt: str | None = None) -> RewardOutput:
+        answer = self.sample.completion
+        at = answer.rfind(self.code)
+        # Code read across turn boundaries is not one span of the answer: the file's text is the answer then.
+        text = answer[:at] + completion + answer[at + len(self.code):] if at >= 0 else completion
+        return self.reward.score(self.sample.model_copy(update={"completion": text, "label": label, "prompt": prompt}))

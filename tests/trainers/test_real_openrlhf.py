@@ -25,13 +25,18 @@ correct solution (reward 1.0, score 1.0), one passing 1 of 2 tests (0.5,
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import docker
+import docker.errors
 import pytest
 
+from rewardbox.adapters.openrlhf_agent import CodingEpisode
 from tests.trainers.conftest import byte_level_bpe, release_env, rewardbox_serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,9 +89,10 @@ SANDBOX_ENV = {"REWARDBOX_WORKERS": "2", "REWARDBOX_TIMEOUT_S": "20", "REWARDBOX
                "RAY_AUTH_MODE": "disabled"}
 
 
-def drive(scenario: str, version: str, *urls: str) -> dict:
-    """Run `scenario` against OpenRLHF `version` in its own process; its result."""
-    env = release_env("openrlhf", version, stubs=True, **SANDBOX_ENV)
+def drive(scenario: str, version: str, *urls: str, record: Path | None = None) -> dict:
+    """Run `scenario` against OpenRLHF `version` in its own process; its result.
+    With `record`, every agent step is written there as a JSON line (`RecordingEpisode`)."""
+    env = release_env("openrlhf", version, stubs=True, **SANDBOX_ENV, **({RECORD_ENV: str(record)} if record else {}))
     done = subprocess.run([sys.executable, "-m", "tests.trainers.test_real_openrlhf", scenario, *urls],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -187,12 +193,56 @@ def test_http_client_oldest_cannot_take_extra_logs(serve_url):
 
 # -- (c) the agent --------------------------------------------------------------------------------
 
+RECORD_ENV = "REWARDBOX_TEST_AGENT_STEPS"  # this module's own: where RecordingEpisode writes
+
+
+def _code(answer: str) -> str:
+    return answer.removeprefix("```python\n").removesuffix("```")
+
+
+def _steps(record: Path) -> dict[str, list[dict]]:
+    """The recorded steps of each episode, in order."""
+    episodes: dict[str, list[dict]] = {}
+    for line in record.read_text().splitlines():
+        step = json.loads(line)
+        episodes.setdefault(step["episode"], []).append(step)
+    return {tag: sorted(steps, key=lambda s: s["step"]) for tag, steps in episodes.items()}
+
+
+def _check_one_container_each(episodes: dict[str, list[dict]], scripts: dict[str, list[str]]) -> None:
+    """Every step of an episode ran in the same session's container, which held
+    the previous step's solution.py when the next step came (state kept, not
+    a fresh container per step); the episode closed it at its end; a container
+    of its own per episode; none is left."""
+    containers = set()
+    for steps in episodes.values():
+        script = scripts[next(p for p in scripts if p.startswith(steps[0]["prompt"]))]
+        assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
+        assert len({s["container"] for s in steps}) == 1 and steps[0]["container"], steps
+        assert steps[0]["before"] is None  # no session before the first step
+        for previous, step in zip(steps, steps[1:]):
+            assert step["before"] == _code(script[previous["step"] - 1]), step
+        assert [s["open_after"] for s in steps] == [True] * (len(steps) - 1) + [False]
+        containers.add(steps[0]["container"])
+    assert len(containers) == len(episodes)
+    client = docker.from_env()
+    try:
+        for container in containers:
+            with pytest.raises(docker.errors.NotFound):
+                client.containers.get(container)
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("version", [NEWEST, "0.9.10", OLDEST])
-def test_agent_episodes(version):
+def test_agent_episodes(version, tmp_path):
     """A half-right answer, the failing test fed back as a user turn, then the
     fix: reward 1.0 in all (the steps' deltas add up), score 1.0. Three syntax
-    errors: reward -1.0, score 0.0, the episode ends at REWARDBOX_MAX_STEPS."""
-    result = drive("agent", version)
+    errors: reward -1.0, score 0.0, the episode ends at REWARDBOX_MAX_STEPS.
+    Each episode's steps ran in one session's container, removed at its end."""
+    record = tmp_path / "steps.jsonl"
+    result = drive("agent", version, record=record)
+    _check_one_container_each(_steps(record), EPISODES)
     episodes = {e["prompt"].split(":")[0]: e for e in result["episodes"]}
     fixed, stuck = episodes["fixed"], episodes["stuck"]
     assert (fixed["reward"], fixed["score"], fixed["steps"]) == (1.0, 1.0, 2)
@@ -209,12 +259,17 @@ def test_agent_episodes(version):
 
 
 @pytest.mark.parametrize("version", [NEWEST, SHARED_INSTANCE])
-def test_concurrent_agent_episodes_keep_their_own_state(version):
+def test_concurrent_agent_episodes_keep_their_own_state(version, tmp_path):
     """Six episodes at once through the release's own `MultiTurnAgentExecutor.execute`
     (loaded by its `_load_agent_executor`), their steps interleaved, two per prompt.
     0.9.1 runs them all on ONE agent instance: steps, prompt and reward paid so far
-    mixed (wrong rewards, episodes cut short) until the agent file gave each its own."""
-    result = drive("agent_concurrent", version)
+    mixed (wrong rewards, episodes cut short) until the agent file gave each its own.
+    Each has a session of its own (six containers), all gone at the end."""
+    record = tmp_path / "steps.jsonl"
+    result = drive("agent_concurrent", version, record=record)
+    episodes = _steps(record)
+    assert len(episodes) == 6
+    _check_one_container_each(episodes, CONCURRENT)
     got = sorted((e["prompt"].split(":")[0], e["steps"], e["reward"], e["score"]) for e in result["episodes"])
     assert got == sorted((name, *outcome) for name, outcome in CONCURRENT_OUTCOME.items() for _ in range(2))
     assert result["shared_instance"] == (version == SHARED_INSTANCE)
@@ -223,6 +278,40 @@ def test_concurrent_agent_episodes_keep_their_own_state(version):
 # ================================================================================================
 # The driver: runs inside the process whose path holds the OpenRLHF release under test.
 # ================================================================================================
+
+class RecordingEpisode(CodingEpisode):
+    """`CodingEpisode` writing, after each step, a JSON line to RECORD_ENV's
+    file: the episode, the step, the container its session ran in, what the
+    session's solution.py held before the step, and whether the session is
+    still open after it. The agent file takes it in place of CodingEpisode
+    (in 0.8.11 and 0.9.0, inside each episode's Ray actor)."""
+
+    def reset(self, states):
+        self.tag, self.container = uuid.uuid4().hex, None
+        return super().reset(states)
+
+    def step(self, states):
+        session = self.session
+        before = session.read_file("solution.py") if session is not None else None
+        out = super().step(states)
+        line = {"episode": self.tag, "prompt": (self._prompt or "").split(":")[0], "step": self.steps,
+                "container": self.container, "before": before, "open_after": self.session is not None}
+        with open(os.environ[RECORD_ENV], "a") as record:
+            record.write(json.dumps(line) + "\n")
+        return out
+
+    def _open(self):
+        session = super()._open()
+        self.container = session.container_id
+        return session
+
+
+def _record_steps() -> None:
+    """The agent file imports CodingEpisode from here when it loads (by path, after this)."""
+    if os.environ.get(RECORD_ENV):
+        import rewardbox.adapters.openrlhf as adapter
+
+        adapter.CodingEpisode = RecordingEpisode
 
 def _tokenizer():
     """chatml's special tokens, trained on this file's texts."""
@@ -458,6 +547,7 @@ def main(scenario: str, *urls: str) -> dict:
     import openrlhf.utils.agent as agent
 
     tokenizer = _tokenizer()
+    _record_steps()
     single_turn = hasattr(agent, "SingleTurnAgentExecutor")  # 0.9.1 and later
     result: dict = {}
     if scenario == "agent":
