@@ -35,7 +35,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 # The flags that set a key of the settings: each has the key's name, and
 # defaults to None so that an unset flag leaves the key to the settings.
 SETTING_FLAGS = ("image", "mode", "runtime", "workers", "reuse", "timeout_s", "memory_mb", "ray", "reward",
-                 "max_waiting", "max_held", "max_completion_bytes")
+                 "max_waiting", "max_held", "max_completion_bytes", "max_sessions", "session_idle_s",
+                 "session_lifetime_s", "warm_sessions")
 
 
 class UsageError(Exception):
@@ -76,6 +77,17 @@ def main(argv: list[str] | None = None) -> int:
                             "(default: the settings', 32768)")
     serve.add_argument("--max-completion-bytes", type=int, default=None,
                        help="a longer completion is refused (413) (default: the settings', 1 MiB)")
+    serve.add_argument("--max-sessions", type=int, default=None,
+                       help="sessions (/v1/sessions) open at once; one more is refused (429) (default: the settings', 64)")
+    serve.add_argument("--session-idle-s", type=float, default=None,
+                       help="a session no call came for this long is closed; the most a session may ask for "
+                            "(default: the settings', 300)")
+    serve.add_argument("--session-lifetime-s", type=float, default=None,
+                       help="a session's container ends this long after it was handed out; the most a session may "
+                            "ask for (default: the settings', 3600)")
+    serve.add_argument("--warm-sessions", type=int, default=None,
+                       help="session containers made ahead, so that a session starts at once (default: the "
+                            "settings', 0)")
     serve.add_argument("-v", "--verbose", action="store_true")
     doctor = commands.add_parser("doctor", help="check this machine and print the effective settings",
                                  description="Check the engine, its storage and cgroups, the sandbox image (present, "

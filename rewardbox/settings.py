@@ -35,7 +35,12 @@ from rewardbox.rewards.policy import GradingPolicy
 
 # The service's queue sizes, from its own light module (no web framework:
 # a trainer reads settings without loading the service).
-from rewardbox.rewards.server.config import MAX_COMPLETION_BYTES, MAX_HELD_SAMPLES, MAX_WAITING_SAMPLES
+from rewardbox.rewards.server.config import (
+    MAX_COMPLETION_BYTES,
+    MAX_HELD_SAMPLES,
+    MAX_WAITING_SAMPLES,
+    ServerSettings,
+)
 from rewardbox.sandbox.config import DEFAULT_MODE, Mode, SandboxConfig
 from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE
@@ -49,7 +54,6 @@ else:  # pragma: no cover - Python 3.10
 if TYPE_CHECKING:
     from rewardbox.rewards.base import Reward
     from rewardbox.rewards.registry import Registry
-    from rewardbox.rewards.server.config import ServerSettings
     from rewardbox.sandbox import LazySandbox
     from rewardbox.sandbox.backend import SandboxBackend
 
@@ -127,6 +131,10 @@ class Settings(BaseSettings):
     | max_waiting | REWARDBOX_MAX_WAITING | 4096 |
     | max_held | REWARDBOX_MAX_HELD | 32768 |
     | max_completion_bytes | REWARDBOX_MAX_COMPLETION_BYTES | 1048576 |
+    | max_sessions | REWARDBOX_MAX_SESSIONS | 64 |
+    | session_idle_s | REWARDBOX_SESSION_IDLE_S | 300 |
+    | session_lifetime_s | REWARDBOX_SESSION_LIFETIME_S | 3600 |
+    | warm_sessions | REWARDBOX_WARM_SESSIONS | 0 |
 
     The TOML file (`--config FILE` or `REWARDBOX_CONFIG`) holds the same keys,
     lower case, at its top level. `Settings()` reads the environment and that
@@ -183,6 +191,20 @@ class Settings(BaseSettings):
         "service: samples waiting in line; beyond, requests are refused at once (503; 504 on /run_code)"))
     max_completion_bytes: int = Field(MAX_COMPLETION_BYTES, ge=1, description=(
         "service: a completion over this many bytes is refused (413)"))
+    max_sessions: _rules(ServerSettings, "max_sessions") = Field(  # type: ignore[valid-type]
+        _default(ServerSettings, "max_sessions"), description=(
+            "service: sessions (/v1/sessions) open at once; one more is refused (429)"))
+    session_idle_s: _rules(ServerSettings, "session_idle_s") = Field(  # type: ignore[valid-type]
+        _default(ServerSettings, "session_idle_s"), allow_inf_nan=False, description=(
+            "service: a session no call came for this long is closed; the default and the most a session may ask for"))
+    session_lifetime_s: _rules(ServerSettings, "session_lifetime_s") = Field(  # type: ignore[valid-type]
+        _default(ServerSettings, "session_lifetime_s"), allow_inf_nan=False, description=(
+            "service: a session's container ends this long after it was handed out; the default and the most a "
+            "session may ask for"))
+    warm_sessions: _rules(ServerSettings, "warm_sessions") = Field(  # type: ignore[valid-type]
+        _default(ServerSettings, "warm_sessions"), description=(
+            "service: session containers made ahead, so that a session of the service's limits starts at once; "
+            "0: none"))
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -456,8 +478,8 @@ def build_reward(settings: Settings, sandbox: SandboxBackend | None = None, regi
 
 
 def server_settings(settings: Settings) -> ServerSettings:
-    """The service's settings: its queue sizes and its default reward."""
-    from rewardbox.rewards.server.config import ServerSettings
-
+    """The service's settings: its queue sizes, its default reward, its sessions."""
     return ServerSettings(max_waiting_samples=settings.max_waiting, max_held_samples=settings.max_held,
-                          max_completion_bytes=settings.max_completion_bytes, default_reward=reward_spec(settings))
+                          max_completion_bytes=settings.max_completion_bytes, default_reward=reward_spec(settings),
+                          max_sessions=settings.max_sessions, session_idle_s=settings.session_idle_s,
+                          session_lifetime_s=settings.session_lifetime_s, warm_sessions=settings.warm_sessions)

@@ -41,4 +41,6 @@ class ServerSettings(BaseModel):
                                   "default and the most a session may ask for")
     session_lifetime_s: float = Field(3600.0, gt=0, description="a session's container ends this long after it "
                                       "started; the default and the most a session may ask for")
+    warm_sessions: int = Field(0, ge=0, description="session containers made ahead, so that a POST /v1/sessions "
+                               "with the service's limits gets one at once (sandbox/session_warm.py); 0: none")
     run_code: RunCodeSettings = Field(default_factory=RunCodeSettings, description="limits of /run_code (SandboxFusion)")

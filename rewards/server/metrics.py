@@ -4,7 +4,8 @@ process may hold several apps; the tests do).
 Counted as they happen: HTTP requests by route, method and status (an ASGI
 middleware), samples scored by verdict and the sandbox's run times (from
 `Service.score`). Read when scraped: samples waiting, containers running, the
-engine's failures and retries (the sandbox keeps plain counters and knows
+engine's failures and retries, the sessions open, warm, created, closed and
+expired (the sandbox keeps plain counters and knows
 nothing of Prometheus).
 """
 
@@ -122,6 +123,7 @@ class _ReadWhenScraped:
                                 value=service.settings.max_waiting_samples)
         yield GaugeMetricFamily("rewardbox_samples_held", "Samples waiting in line for room in the sandbox",
                                 value=service.line.held)
+        yield from _sessions(service)
         sandbox = service.sandbox
         if not hasattr(sandbox, "stats"):  # a stand-in without counters (tests)
             return
@@ -141,6 +143,32 @@ class _ReadWhenScraped:
         retries.add_metric(("call",), stats.engine_call_retries)
         retries.add_metric(("run",), stats.run_retries)
         yield retries
+
+
+def _sessions(service: "Service") -> Iterator[Metric]:
+    registry = service.sessions
+    yield GaugeMetricFamily("rewardbox_sessions_open", "Sessions (/v1/sessions) held now", value=len(registry))
+    yield GaugeMetricFamily("rewardbox_sessions_max", "Sessions held at once at most",
+                            value=service.settings.max_sessions)
+    yield GaugeMetricFamily("rewardbox_sessions_warm", "Session containers made ahead, ready to hand out",
+                            value=_warm_sessions(service.sandbox))
+    yield CounterMetricFamily("rewardbox_sessions_created", "Sessions created", value=registry.created)
+    yield CounterMetricFamily("rewardbox_sessions_closed", "Sessions closed: DELETE, their container ended, or "
+                              "the service's stop", value=registry.closed)
+    yield CounterMetricFamily("rewardbox_sessions_expired", "Sessions closed by their idle limit or lifetime",
+                              value=registry.expired)
+
+
+def _warm_sessions(backend: object) -> int:
+    # A LazySandbox not made yet holds none: looking must not make it.
+    if getattr(backend, "started", True) is False:
+        return 0
+    try:
+        inner = getattr(backend, "sandbox", backend)
+    except Exception:  # noqa: BLE001 - stopped: nothing is warm
+        return 0
+    warm = getattr(inner, "warm_sessions", 0)
+    return warm if isinstance(warm, int) else 0
 
 
 class RequestMetrics:

@@ -112,7 +112,7 @@ async def rewards(body: RewardsRequest, request: Request, service: Service = Dep
     samples = [Sample(id=s.id, completion=s.completion, label=s.label, prompt=s.prompt, columns=s.columns)
                for s in body.samples]
     outputs = await service.score(reward, samples, key=await content_key(request, name))
-    return RewardsResponse(reward=name, results=[_result(s, o) for s, o in zip(body.samples, outputs)])
+    return RewardsResponse(reward=name, results=[result(s, o) for s, o in zip(body.samples, outputs)])
 
 
 async def content_key(request: Request, *context: str) -> tuple[str, ...]:
@@ -122,7 +122,7 @@ async def content_key(request: Request, *context: str) -> tuple[str, ...]:
     return (request.url.path, *context, hashlib.sha256(await request.body()).hexdigest())
 
 
-def _result(sample: SampleIn, out: RewardOutput) -> SampleResult:
+def result(sample: SampleIn, out: RewardOutput) -> SampleResult:
     """One sample's result; whatever the reward put in its metadata becomes
     JSON data, and a field of the wrong type (from a reward function) stays in
     `metadata` rather than failing the response."""

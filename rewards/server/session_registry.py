@@ -10,7 +10,8 @@ Sessions are bounded in number (`ServerSettings.max_sessions`, those being
 made counted too, so that a burst of creates cannot overshoot), and dropped
 and closed once idle past their limit (or past their lifetime) by `sweep`, which the app runs every
 `SWEEP_S`; a session in a call is never idle. `close_all` ends them all when
-the service stops. Every blocking call on a session runs on the registry's
+the service stops. `created`, `closed` (DELETE, ended, the stop) and
+`expired` (idle or past its lifetime) count sessions for the metrics. Every blocking call on a session runs on the registry's
 own threads (`executor`), never on the event loop's or the default executor's
 (a call may take up to `SessionLimits.max_call_timeout_s`).
 """
@@ -62,6 +63,7 @@ class SessionRegistry:
         self._held: dict[str, _Held] = {}
         self._making = 0
         self._closed = False
+        self.created = self.closed = self.expired = 0  # sessions, since the registry was made
         # One call at a time per session (a session serialises its calls), plus
         # creates and closes: a thread per session, a few more for the rest.
         self.executor = ThreadPoolExecutor(max_sessions + 4, thread_name_prefix="rewardbox-session")
@@ -97,6 +99,7 @@ class SessionRegistry:
             if self._closed:
                 return False
             self._held[session_id] = held
+            self.created += 1
             return True
 
     @contextmanager
@@ -119,6 +122,8 @@ class SessionRegistry:
         """Takes the session out of the registry (the caller closes it)."""
         with self._lock:
             held = self._held.pop(session_id, None)
+            if held is not None:
+                self.closed += 1
         return None if held is None else held.session
 
     def idle(self) -> list[Session]:
@@ -127,6 +132,7 @@ class SessionRegistry:
         now = self._clock()
         with self._lock:
             gone = [sid for sid, h in self._held.items() if not h.calls and (now - h.last >= h.idle_s or now >= h.ends)]
+            self.expired += len(gone)
             return [self._held.pop(sid).session for sid in gone]
 
     def sweep(self) -> int:
@@ -144,6 +150,7 @@ class SessionRegistry:
         with self._lock:
             self._closed = True
             held, self._held = list(self._held.values()), {}
+            self.closed += len(held)
         with ThreadPoolExecutor(max(1, min(len(held), 8)), thread_name_prefix="rewardbox-session-close") as closing:
             list(closing.map(_close, [h.session for h in held]))
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -16,6 +16,9 @@ What the agent's code did is data (200). A call the session refuses (a path
 out of the work dir, data over a limit) is 400; a session whose container is
 gone (its lifetime, its PID 1 killed from inside) is 410 once, then dropped.
 Every blocking call runs on the registry's threads, never the event loop's.
+With `ServerSettings.warm_sessions`, the local sandbox keeps that many
+containers made ahead for sessions of the service's limits (a create that
+asks for none), from the start of the service to its stop.
 """
 
 import asyncio
@@ -30,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewardbox.rewards.base import Sample
 from rewardbox.rewards.code import CodeReward
-from rewardbox.rewards.server.rewards_api import SampleIn, SampleResult, _result
+from rewardbox.rewards.server.rewards_api import SampleIn, SampleResult, result
 from rewardbox.rewards.server.service import Service, request_service
 from rewardbox.rewards.server.session_registry import SWEEP_S, TooManySessions, UnknownSession
 from rewardbox.sandbox import Limits, Sandbox, SandboxError
@@ -95,9 +98,12 @@ class Closed(BaseModel):
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The app's lifespan: idle sessions swept while it serves, every
-    session closed when it stops."""
+    """The app's lifespan: the warm set kept and idle sessions swept while it
+    serves; every session, and the warm set, closed when it stops."""
     service: Service = app.state.service
+    warm = service.settings.warm_sessions
+    if warm:
+        await asyncio.to_thread(_keep_warm, service, warm)
     sweeping = asyncio.create_task(_sweep_forever(service))
     try:
         yield
@@ -105,7 +111,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sweeping.cancel()
         with suppress(asyncio.CancelledError):
             await sweeping
+        if warm:
+            await asyncio.to_thread(_keep_warm, service, 0)
         await asyncio.to_thread(service.close_sessions)
+
+
+def _keep_warm(service: Service, size: int) -> None:
+    """The local sandbox's warm set of `size` sessions of the service's limits (blocking)."""
+    try:
+        sandbox = _local_sandbox(service)
+    except HTTPException as exc:  # not a local sandbox: sessions are refused anyway
+        log.warning("no warm sessions: %s", exc.detail)
+        return
+    except Exception as exc:  # noqa: BLE001 - the sandbox stopped, or could not be made: creates will say why
+        log.warning("no warm sessions: %s", exc)
+        return
+    limits, session_limits = _defaults(service)
+    sandbox.keep_sessions_warm(size, limits, session_limits)
 
 
 async def _sweep_forever(service: Service) -> None:
@@ -175,6 +197,12 @@ def _limits(service: Service) -> Limits:
     return reward.limits if isinstance(reward, CodeReward) else Limits()
 
 
+def _defaults(service: Service) -> tuple[Limits, SessionLimits]:
+    """A session's limits when its create asks for none: the warm set's."""
+    s = service.settings
+    return _limits(service), SessionLimits(lifetime_s=s.session_lifetime_s, idle_s=s.session_idle_s)
+
+
 @router.post("", response_model=SessionCreated)
 async def create_session(body: SessionRequest | None = None,
                          service: Service = Depends(request_service)) -> SessionCreated:
@@ -185,13 +213,13 @@ async def create_session(body: SessionRequest | None = None,
                               ("idle_s", body.idle_s, s.session_idle_s)):
         if asked is not None and asked > most:
             raise HTTPException(400, f"{name} {asked:g} is over the service's {most:g}")
-    session_limits = SessionLimits(lifetime_s=body.lifetime_s or s.session_lifetime_s,
-                                   idle_s=body.idle_s or s.session_idle_s)
+    limits, session_limits = _defaults(service)
+    session_limits = session_limits.model_copy(update={"lifetime_s": body.lifetime_s or s.session_lifetime_s,
+                                                       "idle_s": body.idle_s or s.session_idle_s})
     if body.timeout_s is not None:  # validated (> 0) by SessionRequest
         session_limits = session_limits.model_copy(update={"call_timeout_s": body.timeout_s})
     if session_limits.call_timeout_s > session_limits.max_call_timeout_s:
         raise HTTPException(400, f"timeout_s is over the {session_limits.max_call_timeout_s:g} s a call may take")
-    limits = _limits(service)
     if body.memory_mb is not None:
         if body.memory_mb > limits.memory_mb:
             raise HTTPException(400, f"memory_mb {body.memory_mb} is over the service's {limits.memory_mb}")
@@ -276,7 +304,7 @@ async def score(session_id: str, body: ScoreRequest, service: Service = Depends(
                                    lambda session: session.score(body.label, body.file, grader=_Completion()))
     service.check_sizes([completion], "the file")
     outputs = await service.score(reward, [Sample(completion=completion, label=body.label, prompt=body.prompt)])
-    return _result(SampleIn(completion="", label=None), outputs[0])
+    return result(SampleIn(completion="", label=None), outputs[0])
 
 
 class _Completion:

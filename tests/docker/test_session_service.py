@@ -3,6 +3,7 @@ port, the app `rewardbox serve` runs) over real containers. An agent's episode
 through the routes, ids as capabilities, the bound on sessions, idle expiry
 and the service's stop removing every session's container."""
 
+import os
 import secrets
 import signal
 import socket
@@ -18,6 +19,7 @@ import docker
 import pytest
 import requests
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 from server import free_port
 
 from rewardbox.rewards.lifecycle import STOP_GRACE_S
@@ -82,6 +84,17 @@ def create(url: str, **limits) -> str:
     return response.json()["id"]
 
 
+@contextmanager
+def opened(url: str, **limits) -> Iterator[str]:
+    """A new session's id, deleted at the end whatever happened."""
+    sid = create(url, **limits)
+    try:
+        yield sid
+    finally:
+        with suppress(requests.RequestException):
+            requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
+
+
 def call(url: str, sid: str, timeout: float = 60, **body) -> requests.Response:
     return requests.post(f"{url}/v1/sessions/{sid}/run", json=body, timeout=timeout)
 
@@ -124,22 +137,18 @@ def test_a_multi_turn_episode_over_http(served, sandbox, docker_client):
 
 def test_a_score_of_a_wrong_file_and_of_a_missing_one(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         put(url, sid, "pkg/mine.py", WRONG)
         wrong = requests.post(f"{url}/v1/sessions/{sid}/score", json={"label": LABEL, "file": "pkg/mine.py"},
                               timeout=120).json()
         assert (wrong["reward"], wrong["passed"], wrong["total"]) == (0.5, 1, 2)
         missing = requests.post(f"{url}/v1/sessions/{sid}/score", json={"label": LABEL}, timeout=120).json()
         assert (missing["reward"], missing["verdict"]) == (-1.0, "no_code")
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_unknown_and_other_ids_are_refused_alike(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         put(url, sid, "solution.py", RIGHT)
         near = sid[:-1] + ("A" if sid[-1] != "A" else "B")
         for other in (secrets.token_urlsafe(32), near, "x"):
@@ -154,14 +163,11 @@ def test_unknown_and_other_ids_are_refused_alike(served):
             assert [(a.status_code, a.json()) for a in answers] == [(404, NOT_FOUND)] * len(answers)
         # and the owner's session is untouched by them
         assert requests.get(f"{url}/v1/sessions/{sid}/files/solution.py", timeout=60).content == RIGHT.encode()
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_paths_out_of_the_work_dir_are_400_and_a_missing_file_404(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         assert call(url, sid, command="ln -s /etc out && mkdir -p d").json()["verdict"] == "passed"
         for path in ("%2E%2E/escape.txt", "d/%2E%2E/%2E%2E/escape.txt", "%2Fetc/passwd", "out/passwd", "out"):
             assert put(url, sid, path, "x").status_code == 400, path
@@ -171,39 +177,30 @@ def test_paths_out_of_the_work_dir_are_400_and_a_missing_file_404(served):
         assert (missing.status_code, missing.json()) == (404, {"detail": "no such file: d/nothing.txt"})
         # (os.listdir, not ls: gVisor answers ls's statx with EINVAL)
         assert call(url, sid, code="import os; print(*sorted(os.listdir('/work')))").json()["stdout"] == "d out\n"
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_a_file_over_the_limit_is_413_and_not_written(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         over = put(url, sid, "big.bin", b"x" * ((8 << 20) + 1))
         assert over.status_code == 413 and "8388608 bytes" in over.json()["detail"]
         assert requests.get(f"{url}/v1/sessions/{sid}/files/big.bin", timeout=60).status_code == 404
         assert put(url, sid, "big.bin", b"x" * (8 << 20)).json()["bytes"] == 8 << 20
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_a_call_past_its_deadline_times_out_and_the_session_goes_on(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         put(url, sid, "kept.txt", "still here")
         late = call(url, sid, code="while True:\n    pass\n", timeout_s=1).json()
         assert late["verdict"] == "timeout"
         after = call(url, sid, command="cat kept.txt").json()
         assert (after["verdict"], after["stdout"]) == ("passed", "still here")
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_a_long_call_does_not_hold_the_event_loop(served):
     url, _ = served
-    sid = create(url)
-    try:
+    with opened(url) as sid:
         answer: list[requests.Response] = []
         sleeper = threading.Thread(target=lambda: answer.append(call(url, sid, command="sleep 6")))
         sleeper.start()
@@ -212,8 +209,6 @@ def test_a_long_call_does_not_hold_the_event_loop(served):
         assert sleeper.is_alive()  # answered while the call still ran
         sleeper.join(timeout=60)
         assert answer[0].json()["verdict"] == "passed"
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_a_session_whose_container_died_is_410_then_gone(served, sandbox, docker_client):
@@ -234,14 +229,11 @@ def test_create_asks_for_limits_within_the_service_s(served, sandbox, docker_cli
         answer = requests.post(f"{url}/v1/sessions", json=over, timeout=60)
         assert answer.status_code == 400 and "over the service's" in answer.json()["detail"], over
     before = session_containers(docker_client, sandbox)
-    sid = create(url, timeout_s=2, memory_mb=128, idle_s=60, lifetime_s=120)
-    try:
+    with opened(url, timeout_s=2, memory_mb=128, idle_s=60, lifetime_s=120) as sid:
         (container_id,) = session_containers(docker_client, sandbox) - before
         assert docker_client.api.inspect_container(container_id)["HostConfig"]["Memory"] == 128 << 20
         # the session's own call default: 2 s
         assert call(url, sid, command="sleep 30").json()["verdict"] == "timeout"
-    finally:
-        requests.delete(f"{url}/v1/sessions/{sid}", timeout=60)
 
 
 def test_past_the_cap_429_until_one_is_closed(sandbox):
@@ -335,6 +327,75 @@ def _answers(address: str) -> bool:
         return requests.get(address, timeout=5).status_code == 200
     except requests.RequestException:
         return False
+
+
+def metrics(url: str) -> dict[str, float]:
+    """The sessions' samples of /metrics by name (they carry no labels)."""
+    text = requests.get(f"{url}/metrics", timeout=30).text
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name.startswith("rewardbox_sessions_")}
+
+
+def test_the_warm_set_hands_out_its_container_and_the_metrics_count_sessions(sandbox, docker_client):
+    with serving(sandbox, max_sessions=4, session_idle_s=30, warm_sessions=1) as (url, service):
+        wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 30, "the warm set filled")
+        warm = session_containers(docker_client, sandbox)
+        assert metrics(url) == {"rewardbox_sessions_open": 0, "rewardbox_sessions_max": 4,
+                                "rewardbox_sessions_warm": 1, "rewardbox_sessions_created_total": 0,
+                                "rewardbox_sessions_closed_total": 0, "rewardbox_sessions_expired_total": 0}
+        with opened(url) as sid:  # the service's limits: the warm one
+            with service.sessions.use(sid) as session:
+                assert session.container_id in warm
+            assert call(url, sid, code="print(6 * 7)").json()["stdout"] == "42\n"
+            cold = create(url, idle_s=2)  # other limits: made cold, then expired
+            with service.sessions.use(cold) as session:
+                assert session.container_id not in warm
+            wait_until(lambda: metrics(url)["rewardbox_sessions_expired_total"] == 1, 20, "the idle session expired")
+            counts = metrics(url)
+            assert (counts["rewardbox_sessions_open"], counts["rewardbox_sessions_created_total"]) == (1, 2)
+            wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 30, "the warm set refilled")
+        counts = metrics(url)
+        assert (counts["rewardbox_sessions_open"], counts["rewardbox_sessions_closed_total"]) == (0, 1)
+        refilled = session_containers(docker_client, sandbox)
+    # The service's stop removed the warm container too.
+    assert refilled and not refilled & session_containers(docker_client, sandbox)
+
+
+def test_rewardbox_serve_takes_the_session_settings_from_flags_env_and_file(docker_client, tmp_path):
+    config = tmp_path / "rewardbox.toml"
+    config.write_text("max_sessions = 5\nsession_idle_s = 40\nwarm_sessions = 1\nsession_lifetime_s = 70\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REWARDBOX_")}
+    env.update(REWARDBOX_CONFIG=str(config), REWARDBOX_SESSION_LIFETIME_S="90", REWARDBOX_MAX_SESSIONS="3")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "serve", "--port", str(port), "-j", "1",
+                              "--max-sessions", "2"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    owner = f"{socket.gethostname()}:{serve.pid}:"
+    try:
+        wait_until(lambda: _answers(f"{url}/healthz"), 60, "the service up")
+        # The flag over the variable over the file; the file where nothing else says.
+        wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 60, "the file's warm set filled")
+        assert metrics(url)["rewardbox_sessions_max"] == 2
+        warm = set(serve_sessions(docker_client, owner))
+        made = requests.post(f"{url}/v1/sessions", json={}, timeout=60).json()
+        assert (made["idle_s"], made["lifetime_s"]) == (40, 90)
+        assert set(serve_sessions(docker_client, owner)) >= warm  # handed out, not made
+        create(url)
+        assert requests.post(f"{url}/v1/sessions", json={}, timeout=60).status_code == 429
+        wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 60, "the warm set refilled")
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        left = serve_sessions(docker_client, owner)
+        for container_id in left:
+            with suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(container_id, force=True)
+    assert serve.returncode == 0, stderr
+    assert left == []  # the sessions and the warm container
 
 
 def test_nothing_is_left_behind_by_the_session_routes(leftovers):

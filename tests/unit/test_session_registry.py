@@ -95,6 +95,21 @@ def test_an_idle_session_is_swept_and_closed_one_in_a_call_is_not(registry, cloc
     assert registry.sweep() == 1 and busy.closed == 1 and len(registry) == 0
 
 
+def test_created_closed_and_expired_are_counted_once_each(clock):
+    reg = SessionRegistry(4, clock=clock)
+    a, b = reg.create(StandIn, 5), reg.create(StandIn, 5)
+    reg.create(StandIn, 50)
+    assert (reg.created, reg.closed, reg.expired) == (3, 0, 0)
+    reg.drop(a)
+    reg.drop(a)  # already gone: not counted again
+    clock.now = 5.0
+    assert reg.sweep() == 1  # b
+    assert reg.drop(b) is None
+    assert (reg.created, reg.closed, reg.expired) == (3, 1, 1)
+    reg.close_all()
+    assert (reg.created, reg.closed, reg.expired) == (3, 2, 1) and len(reg) == 0
+
+
 def test_close_all_closes_every_session_and_refuses_new_ones(clock):
     registry = SessionRegistry(4, clock=clock)
     held = [StandIn() for _ in range(3)]
