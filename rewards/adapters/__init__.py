@@ -2,7 +2,8 @@
 
 One module per trainer (`openrlhf`, `trl`, `verl`, `flux`, `agentfly`,
 `twinkle`; OpenRLHF's jobs in `openrlhf_settings`, `openrlhf_scoring` and
-`openrlhf_agent` beside it; verl's multi-turn tools in `verl_tool`), each
+`openrlhf_agent` beside it; verl's multi-turn tools in `verl_tool`; AgentFly's
+session resource in `agentfly_session`), each
 matching that trainer's calling convention duck-typed: no trainer is a
 dependency. The names below load their module on first use, so
 importing this package pulls in no trainer and no torch (only the OpenRLHF
@@ -37,11 +38,13 @@ _EXPORTS = {
     "RewardBatch": "flux",
     "RunCodeTool": "verl_tool",
     "RunTestsTool": "verl_tool",
+    "SessionEnv": "agentfly_session",
     "TrlReward": "trl",
     "TwinkleReward": "twinkle",
     "VerlReward": "verl",
     "agentfly_async_reward": "agentfly",
     "agentfly_reward": "agentfly",
+    "agentfly_session_reward": "agentfly_session",
     "grpo_advantage": "twinkle",
     "make_compute_score": "verl",
     "trl_async_reward": "trl",
@@ -55,11 +58,13 @@ __all__ = [
     "RewardBatch",
     "RunCodeTool",
     "RunTestsTool",
+    "SessionEnv",
     "TrlReward",
     "TwinkleReward",
     "VerlReward",
     "agentfly_async_reward",
     "agentfly_reward",
+    "agentfly_session_reward",
     "completion_text",
     "default_reward",
     "grpo_advantage",

@@ -42,15 +42,16 @@ class _Spec:
     """What the made functions share: the keywords they declare and how a
     call becomes a sample and a result."""
 
-    def __init__(self, reward: Reward | None, name: str | None, label_column: str, columns: Iterable[str]):
+    def __init__(self, reward: Reward | None, name: str | None, label_column: str, columns: Iterable[str],
+                 keywords: tuple[str, ...] = _CALLER_KEYWORDS):
         self.reward = reward
         self.name = name or (reward.name if reward is not None else "correctness")
         self.label_column = label_column
         self.columns = tuple(c for c in columns if c != label_column)
-        names = [*_CALLER_KEYWORDS, label_column, *self.columns]
+        names = [*keywords, label_column, *self.columns]
         bad = [n for n in names if not n.isidentifier()]
         if bad or len(set(names)) != len(names):
-            raise ValueError(f"column names must be distinct identifiers other than {_CALLER_KEYWORDS}: "
+            raise ValueError(f"column names must be distinct identifiers other than {keywords}: "
                              f"{label_column!r}, {self.columns}")
         self.signature = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in names])
