@@ -236,3 +236,43 @@ def test_the_spec_has_agentflys_local_env_fields():
         "local_env", "rewardbox.adapters.agentfly_session.SessionEnv", {"idle_s": 120}, 8)
     with pytest.raises(ValueError, match="idle_s"):
         session_spec(idle_s=-1)
+
+
+def test_the_example_registers_the_tool_and_the_reward(process_sandbox, client, monkeypatch):
+    """examples/agentfly/rewardbox_session.py under AgentFly's decorators
+    (`tool(name=, description=)`, `reward(name=)`: stand-ins that register
+    the function), then an episode through what it registered."""
+    import importlib.util
+    import sys
+    import types
+    from pathlib import Path
+
+    registered: dict[str, Any] = {}
+
+    def decorator(**options: Any) -> Any:
+        def register(function: Any) -> Any:
+            registered[options["name"]] = function
+            return function
+        return register
+
+    for name, attribute in (("agentfly", None), ("agentfly.rewards", "reward"), ("agentfly.tools", "tool")):
+        module = types.ModuleType(name)
+        if attribute:
+            setattr(module, attribute, decorator)
+        monkeypatch.setitem(sys.modules, name, module)
+    path = Path(__file__).resolve().parents[2] / "examples" / "agentfly" / "rewardbox_session.py"
+    spec = importlib.util.spec_from_file_location("rewardbox_session_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(registered) == {"run_code", "rewardbox_session"}
+    engine = _ResourceEngine()
+    context = _Context("chain-example", engine)
+
+    async def episode():
+        answer = await registered["run_code"](code=FIXED, context=context)
+        container = engine.acquired["chain-example"].container_id
+        return answer, container, await _finalize(registered["rewardbox_session"], context, "", {"label": LABEL})
+
+    answer, container, reward = asyncio.run(episode())
+    assert answer.startswith("verdict: passed") and reward["reward"] == 1.0
+    assert _gone(client, container)
