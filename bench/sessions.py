@@ -1,6 +1,10 @@
 """Sessions (issue 22): what a session costs against the single runs it replaces.
 
     create      `Sandbox.session()` until the container answers (a container of its own, on demand)
+    create_cold / create_warm
+                --creates N sessions made on demand, and taken from a warm set
+                (`Sandbox(warm_sessions=2)`, refilled between takes), each until
+                `session()` returned; `*_first_call` until its first `run` answered too
     run         `session.run("print(1)")`: one call, its processes killed after it
     shell       `session.shell("true")`
     write       `session.write_file(...)`
@@ -10,8 +14,8 @@
                 one cold run (`Sandbox.run`: a container per run), the costs a call replaces
     held        sessions open at once, each answering a call: --held N
 
-Usage: .venv/bin/python bench/sessions.py [--sessions 8] [--calls 3] [--held 20]
-       [--runtime runsc] [--json FILE]
+Usage: .venv/bin/python bench/sessions.py [--sessions 8] [--calls 3] [--creates 20]
+       [--held 20] [--runtime runsc] [--json FILE]
 """
 
 import argparse
@@ -38,11 +42,33 @@ def timed(call: Callable[[], Any], into: list[float]) -> Any:
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(seconds) * 1000, 1), "max_ms": round(max(seconds) * 1000, 1),
-            "n": len(seconds)}
+    ordered = sorted(seconds)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(seconds) * 1000, 1), "p90_ms": round(p90 * 1000, 1),
+            "max_ms": round(max(seconds) * 1000, 1), "n": len(seconds)}
 
 
-def measure(sessions: int, calls: int, held: int, runtime: str | None) -> dict[str, dict[str, float]]:
+def creates(box: Sandbox, n: int, warm: bool) -> dict[str, list[float]]:
+    """`n` sessions made (or handed out), each closed before the next; with
+    `warm`, each taken once the set has refilled (a hand-out, not a fallback)."""
+    made: list[float] = []
+    first_call: list[float] = []
+    for _ in range(n):
+        if warm:
+            deadline = time.monotonic() + 60
+            while box.warm_sessions < 2:
+                assert time.monotonic() < deadline, "the warm set did not refill"
+                time.sleep(0.02)
+        started = time.monotonic()
+        session = box.session()
+        made.append(time.monotonic() - started)
+        with session:
+            assert session.run("print(1)").stdout == "1\n"
+            first_call.append(time.monotonic() - started)
+    return {"made": made, "first_call": first_call}
+
+
+def measure(sessions: int, calls: int, held: int, runtime: str | None, n_creates: int = 20) -> dict[str, dict[str, float]]:
     phases: dict[str, list[float]] = {k: [] for k in
                                       ("create", "run", "shell", "write", "score", "close", "single_pooled",
                                        "single_cold")}
@@ -63,6 +89,12 @@ def measure(sessions: int, calls: int, held: int, runtime: str | None) -> dict[s
             for _ in range(calls):
                 timed(lambda: pooled.run(PROGRAM), phases["single_pooled"])
             timed(lambda: cold.run(PROGRAM), phases["single_cold"])
+        if n_creates:
+            cold_made = creates(cold, n_creates, warm=False)
+            with Sandbox(runtime=runtime, max_containers=1, sweep=False, warm_sessions=2) as warm_box:
+                warm_made = creates(warm_box, n_creates, warm=True)
+            phases.update(create_cold=cold_made["made"], create_cold_first_call=cold_made["first_call"],
+                          create_warm=warm_made["made"], create_warm_first_call=warm_made["first_call"])
         figures = {name: summary(values) for name, values in phases.items()}
         if held:
             opened = []
@@ -83,15 +115,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--calls", type=int, default=3, help="of each kind, per session")
+    parser.add_argument("--creates", type=int, default=20, help="sessions made cold and from the warm set (0: skip)")
     parser.add_argument("--held", type=int, default=20, help="sessions open at once (0: skip)")
     parser.add_argument("--runtime", help="e.g. runsc")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
-    figures = measure(args.sessions, args.calls, args.held, args.runtime)
+    figures = measure(args.sessions, args.calls, args.held, args.runtime, args.creates)
     print(f"sessions ({args.runtime or 'runc'}), {args.sessions} sessions x {args.calls} calls of each kind:")
     for name, row in figures.items():
         if name != "held":
-            print(f"  {name:14s} p50 {row['p50_ms']:7.1f} ms   max {row['max_ms']:7.1f} ms")
+            print(f"  {name:22s} p50 {row['p50_ms']:7.1f} ms   p90 {row['p90_ms']:7.1f} ms   "
+                  f"max {row['max_ms']:7.1f} ms   (n={row['n']})")
     if "held" in figures:
         held = figures["held"]
         print(f"  held at once   {held['answered']}/{held['sessions']} answered a call (created in "
