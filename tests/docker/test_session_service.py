@@ -286,13 +286,7 @@ def test_the_service_s_stop_removes_every_session(sandbox, docker_client):
 def test_rewardbox_serve_holds_sessions_and_its_sigterm_removes_them(docker_client):
     # The command as users run it: its sandbox is made lazily and stopped at the
     # signal; the sessions' containers go with it, one in a call included.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    serve = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "serve", "--port", str(port), "-j", "1"],
-                             cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    owner = f"{socket.gethostname()}:{serve.pid}:"
-    try:
-        wait_until(lambda: _answers(f"{url}/healthz"), 60, "the service up")
+    with rewardbox_serve(docker_client) as (url, owner, serve, left):
         sid = create(url)
         put(url, sid, "solution.py", RIGHT)
         assert requests.post(f"{url}/v1/sessions/{sid}/score", json={"label": LABEL}, timeout=120).json()["reward"] == 1.0
@@ -304,17 +298,34 @@ def test_rewardbox_serve_holds_sessions_and_its_sigterm_removes_them(docker_clie
         serve.send_signal(signal.SIGTERM)
         _, stderr = serve.communicate(timeout=60)
         busy.join(timeout=60)
+    assert serve.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert left == []
+
+
+@contextmanager
+def rewardbox_serve(docker_client, *flags: str, env: dict[str, str] | None = None
+                    ) -> Iterator[tuple[str, str, subprocess.Popen, list[str]]]:
+    """`rewardbox serve` on a loopback port, up: its URL, its containers'
+    owner prefix, the process and, once the block is left, the session
+    containers it left (then removed, so that a failure leaves nothing)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "serve", "--port", str(port), "-j", "1", *flags],
+                             cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    owner = f"{socket.gethostname()}:{serve.pid}:"
+    left: list[str] = []
+    try:
+        wait_until(lambda: _answers(f"{url}/healthz"), 60, "the service up")
+        yield url, owner, serve, left
     finally:
         if serve.poll() is None:
             serve.kill()
             serve.wait()
-        left = serve_sessions(docker_client, owner)
+        left.extend(serve_sessions(docker_client, owner))
         for container_id in left:
             with suppress(docker.errors.NotFound):
                 docker_client.api.remove_container(container_id, force=True)
-    assert serve.returncode == 0, stderr
-    assert "Traceback" not in stderr, stderr
-    assert left == []
 
 
 def serve_sessions(docker_client, owner_prefix: str) -> list[str]:
@@ -327,6 +338,12 @@ def _answers(address: str) -> bool:
         return requests.get(address, timeout=5).status_code == 200
     except requests.RequestException:
         return False
+
+
+def container_of(url: str, sid: str) -> str:
+    """The id of the session's container, as its mounts name it (runc)."""
+    out = call(url, sid, command="grep -o 'containers/[0-9a-f]*/hostname' /proc/self/mountinfo").json()["stdout"]
+    return out.split("/")[1]
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -366,34 +383,19 @@ def test_rewardbox_serve_takes_the_session_settings_from_flags_env_and_file(dock
     config.write_text("max_sessions = 5\nsession_idle_s = 40\nwarm_sessions = 1\nsession_lifetime_s = 70\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("REWARDBOX_")}
     env.update(REWARDBOX_CONFIG=str(config), REWARDBOX_SESSION_LIFETIME_S="90", REWARDBOX_MAX_SESSIONS="3")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    serve = subprocess.Popen([sys.executable, "-m", "rewardbox.cli", "serve", "--port", str(port), "-j", "1",
-                              "--max-sessions", "2"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
-    owner = f"{socket.gethostname()}:{serve.pid}:"
-    try:
-        wait_until(lambda: _answers(f"{url}/healthz"), 60, "the service up")
+    with rewardbox_serve(docker_client, "--max-sessions", "2", env=env) as (url, owner, serve, left):
         # The flag over the variable over the file; the file where nothing else says.
         wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 60, "the file's warm set filled")
         assert metrics(url)["rewardbox_sessions_max"] == 2
-        warm = set(serve_sessions(docker_client, owner))
+        (warm,) = serve_sessions(docker_client, owner)
         made = requests.post(f"{url}/v1/sessions", json={}, timeout=60).json()
         assert (made["idle_s"], made["lifetime_s"]) == (40, 90)
-        assert set(serve_sessions(docker_client, owner)) >= warm  # handed out, not made
+        assert container_of(url, made["id"]) == warm  # handed out, not made
         create(url)
         assert requests.post(f"{url}/v1/sessions", json={}, timeout=60).status_code == 429
         wait_until(lambda: metrics(url)["rewardbox_sessions_warm"] == 1, 60, "the warm set refilled")
         serve.send_signal(signal.SIGTERM)
         _, stderr = serve.communicate(timeout=60)
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait()
-        left = serve_sessions(docker_client, owner)
-        for container_id in left:
-            with suppress(docker.errors.NotFound):
-                docker_client.api.remove_container(container_id, force=True)
     assert serve.returncode == 0, stderr
     assert left == []  # the sessions and the warm container
 
