@@ -275,6 +275,56 @@ def test_concurrent_agent_episodes_keep_their_own_state(version, tmp_path):
     assert result["shared_instance"] == (version == SHARED_INSTANCE)
 
 
+@pytest.fixture
+def session_box(monkeypatch):
+    """A sandbox whose sessions the episodes open (the adapters' process sandbox, restored after)."""
+    from rewardbox.adapters import verl_tool
+    from rewardbox.sandbox import Sandbox
+
+    box = Sandbox(max_containers=2, retry_s=20, sweep=False)
+    monkeypatch.setattr(verl_tool, "_shared", None)
+    verl_tool.configure(box)
+    yield box
+    box.close()
+
+
+def test_episode_grades_as_single_samples_and_outlives_a_lost_container(session_box):
+    """CodingEpisode's steps against grading each answer alone with the same
+    reward, a mix whose format part reads the whole answer (prose, two code
+    blocks): the same reward and score every step. Its session's container
+    removed from outside between steps: the next step opens another and goes
+    on; the last one closed at the end."""
+    from rewardbox.adapters.openrlhf import OpenRLHFReward
+    from rewardbox.rewards.base import Sample
+    from rewardbox.rewards.registry import configured_registry
+
+    reward = configured_registry(sandbox=session_box).resolve("correctness=0.9,format_one_code_block=0.1")
+    episode = CodingEpisode(OpenRLHFReward(reward), max_steps=3)
+    answers = ["Try this:\n" + HALF + "\nand a check:\n```python\ndef add(a, b):\n    return a * b\n```",
+               SYNTAX + " (it should work)", "Fixed:\n" + CORRECT]
+    episode.reset({"observation": PROMPT, "label": LABEL})
+    client = docker.from_env()
+    containers, got, alone = [], [], []
+    try:
+        for answer in answers:
+            out = episode.step({"action_text": answer, "label": LABEL})
+            containers.append(episode._session.container_id if episode.session else None)
+            got.append((episode._paid, round(out["scores"].item(), 6)))  # scores are float32
+            single = reward.score(Sample(completion=answer, label=LABEL, prompt=PROMPT))
+            alone.append((single.reward, round(single.score, 6)))
+            if len(containers) == 1:
+                client.containers.get(containers[0]).remove(force=True)  # as an idle limit or a crash would
+        assert got == alone
+        assert alone[0][0] == pytest.approx(0.9 * 0.5) and alone[2][0] == pytest.approx(1.0)  # format: 0, then 1
+        assert containers[1] is not None and containers[1] != containers[0]
+        assert containers[2] is None and out["done"]  # closed at the end
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(containers[1])
+    finally:
+        episode.close()
+        client.close()
+
+
 # ================================================================================================
 # The driver: runs inside the process whose path holds the OpenRLHF release under test.
 # ================================================================================================
