@@ -102,6 +102,7 @@ class SessionEnv:
         self.limits = SessionLimits.model_validate(limits)
         self._session: AsyncSession | None = None
         self._lock = asyncio.Lock()
+        self._ended: str | None = None  # why the last session ended under a step, until a step opens another
 
     @property
     def container_id(self) -> str | None:
@@ -116,6 +117,7 @@ class SessionEnv:
 
                 box, _ = await asyncio.to_thread(_sandbox)
                 self._session = await box.async_session(session_limits=self.limits).open()
+                self._ended = None
 
     async def reset(self, *args: Any, **kwargs: Any) -> str:
         """Starts over in a new container (no file of the old one left); the observation is empty."""
@@ -139,6 +141,7 @@ class SessionEnv:
             return f"error: {exc}"
         except SessionEnded as exc:
             await self.aclose()
+            self._ended = str(exc)
             return f"error: your workspace ended ({exc}); the next call starts a new, empty one"
 
     async def score(self, label: Any, *, grader: CodeReward | None = None, file: str = SOLUTION_FILE,
@@ -146,9 +149,10 @@ class SessionEnv:
         """The grade of the session's `file` as it is now (a missing file is
         an empty completion), by `grader` (default: the process's
         `CodeReward`): its tests run in a fresh single-run container.
-        SessionEnded if the session's container is gone."""
+        SessionEnded if the session's container is gone, or ended under a
+        step with no step since: no reward is made up for a file we lost."""
         if self._session is None:
-            raise SessionEnded("the session is not open (never started, or closed)")
+            raise SessionEnded(self._ended or "the session is not open (never started, or closed)")
         if grader is None:
             from rewardbox.adapters.verl_tool import _sandbox
 
@@ -198,7 +202,10 @@ def agentfly_session_reward(grader: CodeReward | None = None, *, name: str = "re
     the chain ends, before ending the rollout's resources) that scores the
     rollout session's `solution.py` against the row's `label_column` with
     `grader` (default: the process's `CodeReward`). A rollout that never ran
-    code gets a session here, with no file: an empty completion.
+    code gets a session here, with no file: an empty completion. A session
+    whose container ended (its idle or lifetime limit, removed from outside)
+    raises SessionEnded, as a failure of ours: its file is not the model's
+    answer, and no reward is made up.
 
     >>> import inspect
     >>> list(inspect.signature(agentfly_session_reward()).parameters)
@@ -212,7 +219,6 @@ def agentfly_session_reward(grader: CodeReward | None = None, *, name: str = "re
         if context is None:
             raise TypeError(f"{name} needs AgentFly's context= (the rollout's resources)")
         env = await _rollout_env(context, resource_spec)
-        await env.start()  # a resource AgentFly ended and handed out again
         grade = await env.score(kwargs.get(label_column), grader=grader)
         return shape.result(output(grade))
 

@@ -35,7 +35,7 @@ import pytest
 
 from rewardbox.adapters import verl_tool
 from rewardbox.adapters.agentfly_session import SessionEnv, agentfly_session_reward, run_code, session_spec
-from rewardbox.sandbox import Sandbox
+from rewardbox.sandbox import Sandbox, SessionEnded
 
 LABEL = {"tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]}
 WRONG = "def add(a, b):\n    return a - b\n\nprint(add(1, 2))\nassert add(1, 2) == 3, 'add(1, 2) is not 3'\n"
@@ -206,6 +206,29 @@ def test_a_rollout_that_never_ran_code_scores_an_empty_file(process_sandbox, cli
     reward = asyncio.run(_finalize(agentfly_session_reward(label_column="label"), context, "", {"label": LABEL}))
     assert reward["reward"] == -1.0 and reward["acc"] == 0.0
     assert engine.started == 1 and engine.acquired == {}
+
+
+def test_a_lost_container_is_said_to_the_model_and_never_scored(process_sandbox, client):
+    """The rollout's container removed from outside (as its idle limit would):
+    the next tool call says so, the reward raises SessionEnded rather than
+    grading an empty new session; a later call opens a new one, then scored."""
+    engine = _ResourceEngine()
+    context = _Context("chain-lost", engine)
+    reward_fn = agentfly_session_reward(label_column="label")
+
+    async def episode():
+        await run_code(FIXED, context)
+        lost = engine.acquired["chain-lost"].container_id
+        client.containers.get(lost).remove(force=True)
+        said = await run_code(FIXED, context)
+        with pytest.raises(SessionEnded):
+            await reward_fn(context=context, label=LABEL)
+        again = await run_code(FIXED, context)
+        return said, again, await _finalize(reward_fn, context, "", {"label": LABEL})
+
+    said, again, reward = asyncio.run(episode())
+    assert said.startswith("error: your workspace ended") and again.startswith("verdict: passed")
+    assert reward["reward"] == 1.0 and engine.acquired == {}
 
 
 def test_reset_starts_over_in_a_new_container(process_sandbox, client):
