@@ -58,7 +58,7 @@ WATCHDOG = """\
 import os, signal, sys, time
 life, idle, busy_max, wait = (float(a) for a in sys.argv[1:5])
 now = time.monotonic
-state = {"last": now(), "busy": False, "armed": wait <= 0, "end_of_life": now() + (wait if wait > 0 else life)}
+state = {"last": now(), "busy": False, "armed": wait <= 0, "end_of_life": now() + (1e9 if wait > 0 else life)}
 def arm(*_):
     if not state["armed"]:
         state.update(armed=True, last=now(), end_of_life=now() + life)
@@ -267,6 +267,17 @@ EXIT_STATUS_WAIT_S = 5.0
 # Added to a call's deadline for the container's side (it is enforced by the host).
 CALL_GRACE_S = 10.0
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+# How often a call in progress asks the engine whether its exec (and container)
+# still exist: a gVisor container that died leaves the exec's stream open.
+CALL_POLL_S = 0.5
+# Under gVisor the memory cgroup holds the sandbox's kernel (the sentry) beside
+# the agent's processes, and an OOM kill there takes the sentry, so the whole
+# container. Each process of a call gets an address-space limit this far
+# below the container's memory: its allocation fails first (Python's
+# MemoryError). Measured: a process of 1 MiB allocations took the container
+# down at RLIMIT_AS = memory_mb and lived at memory_mb - 8, at 128 and 512 MB;
+# 32 MB leaves room for the sentry's own growth (tasks, page tables).
+GVISOR_MEMORY_HEADROOM_MB = 32
 
 
 class SessionError(SandboxError):
@@ -356,6 +367,21 @@ def call_verdict(exit_code: int | None, *, deadline_hit: bool = False, capped: b
     return Verdict.FAILED, f"exited with status {exit_code}"
 
 
+def gvisor_call_limits(limits: Limits) -> list[str]:
+    """The `prlimit` a call runs under in a gVisor session: RLIMIT_NPROC at the
+    pids limit (gVisor counts it within the sandbox; a fork bomb at the
+    container's pids limit would take the sandbox down) and RLIMIT_AS at
+    `GVISOR_MEMORY_HEADROOM_MB` below the memory limit (half of it for a small one).
+
+    >>> gvisor_call_limits(Limits(memory_mb=512, pids=64))
+    ['prlimit', '--nproc=64', '--as=503316480']
+    >>> gvisor_call_limits(Limits(memory_mb=48))[2] == f"--as={24 << 20}"
+    True
+    """
+    memory_mb = max(limits.memory_mb - GVISOR_MEMORY_HEADROOM_MB, limits.memory_mb // 2)
+    return ["prlimit", f"--nproc={limits.pids}", f"--as={memory_mb << 20}"]
+
+
 def checked_path(path: str) -> str:
     """A path below the work dir, as `RunRequest`'s files: plain names joined
     by '/', no '..', nothing absolute or hidden; else SessionRefused.
@@ -403,12 +429,14 @@ class Session:
         self._lock = threading.Lock()
         self._closed: str | None = None  # why, once closed
         self._background: set[int] = set()
-        # Under gVisor a fork bomb that reaches the pids limit takes the whole
-        # sandbox down (gVisor's own threads count against it): there each call
-        # runs under RLIMIT_NPROC, which gVisor counts within the sandbox (under
-        # runc the kernel counts the uid's processes on the whole host, so the
-        # pids limit does it there).
-        self._limit = ["prlimit", f"--nproc={self.limits.pids}"] if gvisor else []
+        # Under gVisor a fork bomb that reaches the pids limit, or a process that
+        # reaches the memory limit, takes the whole sandbox down (gVisor's own
+        # threads and memory count against them): there each call runs under
+        # RLIMIT_NPROC, which gVisor counts within the sandbox, and RLIMIT_AS
+        # below the memory limit (gvisor_call_limits). Under runc the kernel
+        # counts the uid's processes on the whole host, so the pids limit does
+        # it there, and its OOM killer takes only the call's process.
+        self._limit = gvisor_call_limits(self.limits) if gvisor else []
         # And even with tasks so bounded, their churn takes gVisor's host threads over
         # the widened pids limit of a run (a fork bomb's container died at 1,000
         # threads and lived at 2,000): a session's gVisor gets GVISOR_HOST_THREADS.
@@ -552,11 +580,16 @@ class Session:
             capped = hit = False
             while True:
                 try:
-                    if not channel.read(deadline):
+                    if not channel.read(min(deadline, time.monotonic() + CALL_POLL_S)):
                         break
                 except TimeoutError:
-                    hit = True
-                    break
+                    if time.monotonic() >= deadline:
+                        hit = True
+                        break
+                    # Quiet for a while: a dead gVisor container leaves the stream open
+                    # until the deadline; its exec's going says so at once.
+                    self._exit_code(exec_id, wait_s=0.0)
+                    continue
                 if channel.received > cap:
                     capped = True
                     break
@@ -565,8 +598,9 @@ class Session:
         code = None if capped or hit else self._exit_code(exec_id)
         return channel, code, capped, hit
 
-    def _exit_code(self, exec_id: str) -> int | None:
-        until = time.monotonic() + EXIT_STATUS_WAIT_S
+    def _exit_code(self, exec_id: str, wait_s: float = EXIT_STATUS_WAIT_S) -> int | None:
+        """The exec's exit status, waiting `wait_s` for it; SessionEnded when its container is gone."""
+        until = time.monotonic() + wait_s
         while True:
             try:
                 code = self.engine.exec_exit_code(exec_id)
