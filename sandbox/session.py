@@ -58,7 +58,7 @@ WATCHDOG = """\
 import os, signal, sys, time
 life, idle, busy_max, wait = (float(a) for a in sys.argv[1:5])
 now = time.monotonic
-state = {"last": now(), "busy": False, "armed": wait <= 0, "end_of_life": now() + (1e9 if wait > 0 else life)}
+state = {"last": now(), "busy": False, "armed": wait <= 0, "end_of_life": now() + (wait if wait > 0 else life)}
 def arm(*_):
     if not state["armed"]:
         state.update(armed=True, last=now(), end_of_life=now() + life)
