@@ -159,6 +159,9 @@ def test_a_disk_filled_across_calls_fails_its_calls_cleanly_not_the_score(box, d
         s.shell("i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done", timeout_s=5)
         with pytest.raises(SessionRefused, match="space|inodes|No"):
             s.write_file("more.txt", "x" * 100_000)
+        # A call's code passes through /tmp: with /tmp full the call cannot start, and says why.
+        blocked = s.run("print(1)")
+        assert (blocked.verdict, blocked.exit_code) == (Verdict.FAILED, 125) and "No space left" in blocked.stderr
         assert time.monotonic() - began < 60  # never a hang
         assert _graded(s.score(ADD_LABEL)) == RIGHT_GRADE  # graded from the image, not from this disk
         s.write_file("solution.py", WRONG)  # a small file still fits
@@ -166,6 +169,7 @@ def test_a_disk_filled_across_calls_fails_its_calls_cleanly_not_the_score(box, d
         s.shell("rm -f fill1 f* /tmp/fill2")
         s.write_file("more.txt", "x" * 100_000)
         assert s.read_file("more.txt") == "x" * 100_000
+        assert s.run("print(1)").stdout == "1\n"
 
 
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
@@ -300,6 +304,26 @@ def test_memory_hogs_in_parallel_end_the_call_or_the_session_at_once(box, docker
         with pytest.raises(SessionEnded):
             s.run("print(2)")
         assert time.monotonic() - began < 1
+
+
+def test_a_full_disk_then_a_memory_hog_ends_the_call_or_the_session_at_once(box, docker_client):
+    # The tmpfs work dirs are memory too (the cgroup's under runc, the sentry's under
+    # gVisor): filled, they leave the next call's hog less than its limit.
+    with episode(box, docker_client, limits=Limits(memory_mb=128, work_mb=48, tmp_mb=48)) as s:
+        # /work full, /tmp nearly (a call's code goes through /tmp).
+        full = s.shell("head -c 40000000 /dev/zero > /tmp/fill && head -c 60000000 /dev/zero > fill")
+        assert full.verdict is Verdict.FAILED and "No space left" in full.stderr, full
+        began = time.monotonic()
+        if not _gvisor(box):
+            assert s.run(HOG, timeout_s=30).verdict is Verdict.OUT_OF_MEMORY
+            s.shell("rm fill /tmp/fill")
+            assert s.run("print(2)").stdout == "2\n"
+            return
+        with pytest.raises(SessionEnded):
+            s.run(HOG, timeout_s=60)
+        assert time.monotonic() - began < 15  # not the call's deadline
+        with pytest.raises(SessionEnded):
+            s.run("print(2)")
 
 
 def test_an_infinite_loop_past_its_deadline_times_out_and_the_session_goes_on(box, docker_client):
