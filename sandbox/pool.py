@@ -93,8 +93,8 @@ class PooledSandbox(Sandbox):
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
                  sweep: bool = True, *, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
-                 limits: Limits | None = None, warm: int | None = None):
-        super().__init__(image, max_containers, engine, runtime, retry_s, sweep)
+                 limits: Limits | None = None, warm: int | None = None, warm_sessions: int = 0):
+        super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")
         self.reuse = reuse
@@ -117,6 +117,7 @@ class PooledSandbox(Sandbox):
             self._replenish(limits or Limits())
 
     def close(self) -> None:
+        self.keep_sessions_warm(0)
         with self._changed:
             self._closed = True
         if self._pool is not None:

@@ -14,6 +14,7 @@ import pytest
 from rewardbox.rewards import CodeReward
 from rewardbox.sandbox import Sandbox, SessionEnded, SessionLimits, Verdict
 from rewardbox.sandbox.engine import OWNER_LABEL, DockerEngine
+from rewardbox.sandbox.pool import PooledSandbox
 
 ADD_LABEL = {"tests": ["assert add(1, 2) == 3"]}
 
@@ -118,8 +119,9 @@ def test_the_limits_count_from_the_hand_out(client, runtime):
         made.close()
 
 
-def test_closing_the_sandbox_removes_the_warm_containers(client):
-    made = Sandbox(max_containers=1, retry_s=20, sweep=False, warm_sessions=2)
+@pytest.mark.parametrize("kind", [Sandbox, PooledSandbox], ids=["sandbox", "pooled"])
+def test_closing_the_sandbox_removes_the_warm_containers(client, kind):
+    made = kind(max_containers=1, retry_s=20, sweep=False, warm_sessions=2)
     _until(lambda: made.warm_sessions == 2)
     warm = _sessions_of(client, made.engine.owner)
     assert len(warm) >= 2
