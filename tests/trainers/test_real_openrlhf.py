@@ -325,6 +325,30 @@ def test_episode_grades_as_single_samples_and_outlives_a_lost_container(session_
         client.close()
 
 
+def test_an_episode_dropped_mid_way_leaves_no_container(session_box):
+    """OpenRLHF can stop an episode without a last step (its context length
+    spent): the instance is dropped with its session open, and the container
+    goes when the episode is collected (the session's idle limit otherwise)."""
+    import gc
+
+    from rewardbox.adapters.openrlhf import OpenRLHFReward
+    from rewardbox.rewards.correctness import CorrectnessReward
+
+    episode = CodingEpisode(OpenRLHFReward(CorrectnessReward(session_box)), max_steps=3)
+    episode.reset({"observation": PROMPT, "label": LABEL})
+    assert not episode.step({"action_text": HALF, "label": LABEL})["done"]
+    container = episode.session.container_id
+    client = docker.from_env()
+    try:
+        assert client.containers.get(container).status == "running"
+        del episode
+        gc.collect()
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(container)
+    finally:
+        client.close()
+
+
 # ================================================================================================
 # The driver: runs inside the process whose path holds the OpenRLHF release under test.
 # ================================================================================================
