@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardbox.adapters.agentfly import _Spec
+from rewardbox.adapters.session_tools import call_text, process_sandbox
 from rewardbox.rewards.code import CodeReward, output
 from rewardbox.rewards.grade import Grade
 from rewardbox.sandbox import AsyncSession, SessionEnded, SessionError, SessionLimits, SessionRefused
@@ -113,9 +114,8 @@ class SessionEnv:
         """Opens the session (a container of its own), unless one is open."""
         async with self._lock:
             if self._session is None:
-                from rewardbox.adapters.verl_tool import _sandbox  # the process's sandbox for sessions
 
-                box, _ = await asyncio.to_thread(_sandbox)
+                box, _ = await asyncio.to_thread(process_sandbox)
                 self._session = await box.async_session(session_limits=self.limits).open()
                 self._ended = None
 
@@ -129,7 +129,6 @@ class SessionEnv:
         """Writes `action` (Python source) to solution.py and runs it; the
         result as the model reads it. A refused call or an ended session is an
         answer too (the next step opens a new session)."""
-        from rewardbox.adapters.verl_tool import call_text
 
         await self.start()
         session = self._session
@@ -154,9 +153,8 @@ class SessionEnv:
         if self._session is None:
             raise SessionEnded(self._ended or "the session is not open (never started, or closed)")
         if grader is None:
-            from rewardbox.adapters.verl_tool import _sandbox
 
-            _, grader = await asyncio.to_thread(_sandbox)
+            _, grader = await asyncio.to_thread(process_sandbox)
         return await self._session.score(label, file, grader=grader, prompt=prompt)
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from rewardbox.adapters.openrlhf_scoring import _PROCESS, OpenRLHFReward
+from rewardbox.adapters.session_tools import process_sandbox
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.code import CodeReward
 from rewardbox.rewards.composite import CompositeReward
@@ -112,7 +113,7 @@ class CodingEpisode:
     is the reward of its last attempt, however many steps the trainer allows.
 
     The steps run in one session (opened at the first step with code, from
-    the process's sandbox: `rewardbox.adapters.verl_tool.configure` or the
+    the process's sandbox: `rewardbox.adapters.session_tools.configure` or the
     settings'): each writes its code to `solution.py` there and grades that
     file with `Session.score`, by the process's reward, which sees the
     model's answer with its code read back from the file: the numbers and the
@@ -229,9 +230,8 @@ class CodingEpisode:
     def _open(self) -> Session:
         with self._session_lock:
             if self._session is None:
-                from rewardbox.adapters.verl_tool import _sandbox  # the process's sandbox for sessions
 
-                self._session = _sandbox()[0].session()
+                self._session = process_sandbox()[0].session()
             return self._session
 
 

@@ -33,7 +33,7 @@ import docker
 import docker.errors
 import pytest
 
-from rewardbox.adapters import verl_tool
+from rewardbox.adapters import session_tools
 from rewardbox.adapters.agentfly_session import SessionEnv, agentfly_session_reward, run_code, session_spec
 from rewardbox.sandbox import Sandbox, SessionEnded
 
@@ -131,8 +131,8 @@ def box():
 @pytest.fixture
 def process_sandbox(box, monkeypatch):
     """The adapters' process sandbox for sessions is this one (restored after)."""
-    monkeypatch.setattr(verl_tool, "_shared", None)
-    verl_tool.configure(box)
+    monkeypatch.setattr(session_tools, "_shared", None)
+    session_tools.configure(box)
     return box
 
 

@@ -10,26 +10,12 @@ import time
 
 import docker
 import pytest
+from session_support import ADD_LABEL, RUNTIMES
 
 from rewardbox.rewards import CodeReward
 from rewardbox.sandbox import Sandbox, SessionEnded, SessionLimits, Verdict
 from rewardbox.sandbox.engine import OWNER_LABEL, DockerEngine
 from rewardbox.sandbox.pool import PooledSandbox
-
-ADD_LABEL = {"tests": ["assert add(1, 2) == 3"]}
-
-
-def _runsc_registered() -> bool:
-    client = docker.from_env()
-    try:
-        return "runsc" in (client.info().get("Runtimes") or {})
-    finally:
-        client.close()
-
-
-RUNTIMES = [pytest.param(None, id="runc"),
-            pytest.param("runsc", id="gvisor", marks=pytest.mark.skipif(
-                not _runsc_registered(), reason="the engine lists no runsc runtime (`make gvisor`)"))]
 
 
 @pytest.fixture(scope="module")

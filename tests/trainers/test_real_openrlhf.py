@@ -278,12 +278,12 @@ def test_concurrent_agent_episodes_keep_their_own_state(version, tmp_path):
 @pytest.fixture
 def session_box(monkeypatch):
     """A sandbox whose sessions the episodes open (the adapters' process sandbox, restored after)."""
-    from rewardbox.adapters import verl_tool
+    from rewardbox.adapters import session_tools
     from rewardbox.sandbox import Sandbox
 
     box = Sandbox(max_containers=2, retry_s=20, sweep=False)
-    monkeypatch.setattr(verl_tool, "_shared", None)
-    verl_tool.configure(box)
+    monkeypatch.setattr(session_tools, "_shared", None)
+    session_tools.configure(box)
     yield box
     box.close()
 

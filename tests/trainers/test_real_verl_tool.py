@@ -212,12 +212,12 @@ def test_verl_0_9_1_agent_loop_keeps_one_session_per_rollout_and_closes_it_when_
 def test_a_failure_of_ours_is_an_answer_in_execute_and_raised_by_calc_reward(tools, caplog):
     """The engine cannot start the session (its image is missing): the model
     hears it is not its fault, at no cost; the reward is not made up."""
-    from rewardbox.adapters import verl_tool
+    from rewardbox.adapters import session_tools
 
     box = Sandbox(sweep=False, retry_s=0)
     box.image = "rewardbox-test-missing-image:none"
-    kept = verl_tool._shared
-    verl_tool.configure(box)
+    kept = session_tools._shared
+    session_tools.configure(box)
     run_code, run_tests = tools["run_code"], tools["run_tests"]
 
     async def episode() -> tuple[ToolResponse, float, dict]:
@@ -231,7 +231,7 @@ def test_a_failure_of_ours_is_an_answer_in_execute_and_raised_by_calc_reward(too
     try:
         response, step, metrics = asyncio.run(episode())
     finally:
-        verl_tool._shared = kept
+        session_tools._shared = kept
         box.close()
     assert "through no fault of your code" in response.text and step == 0.0 and metrics == {"sandbox_error": 1.0}
     assert any(r.levelname == "ERROR" and "the sandbox failed" in r.getMessage() for r in caplog.records)
