@@ -203,8 +203,8 @@ class Settings(BaseSettings):
             "session may ask for"))
     warm_sessions: _rules(ServerSettings, "warm_sessions") = Field(  # type: ignore[valid-type]
         _default(ServerSettings, "warm_sessions"), description=(
-            "service: session containers made ahead, so that a session of the service's limits starts at once; "
-            "0: none"))
+            "session containers made ahead, so that a session of the default limits starts at once: the "
+            "service's, and the trainer adapters' (verl's tools, AgentFly's resource, OpenRLHF's agent); 0: none"))
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -5,7 +5,8 @@ a model reads of a call and of a grade.
 The sandbox is the settings' (`rewardbox.settings`: REWARDBOX_* variables and
 the REWARDBOX_CONFIG file: image, runtime, limits, grading policy), made on
 first use, one per process (a forked worker makes its own), on this
-machine's engine whatever backend the runs use; `configure` sets another.
+machine's engine whatever backend the runs use, keeping the settings'
+`warm_sessions` made ahead; `configure` sets another.
 """
 
 import os
@@ -47,6 +48,8 @@ def process_sandbox() -> tuple[Sandbox, CodeReward]:
             settings = load_settings()
             # A session needs this machine's engine, whatever backend the runs use.
             box = make_local_sandbox(sandbox_config(settings))
+            if settings.warm_sessions:  # a rollout's session then starts at once
+                box.keep_sessions_warm(settings.warm_sessions)
             _shared = (os.getpid(), box, CodeReward(box, policy=settings.policy, limits=settings.limits))
         return _shared[1], _shared[2]
 

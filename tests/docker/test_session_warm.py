@@ -150,3 +150,21 @@ def test_the_unarmed_bound_and_the_owner_s_kill_9_leave_nothing(client):
     finally:
         engine.close()
     _until(lambda: not _exists(client, warm), 15)
+
+
+def test_the_trainer_adapters_sandbox_keeps_the_settings_warm_set(monkeypatch, client):
+    """REWARDBOX_WARM_SESSIONS reaches the process sandbox that verl's tools,
+    AgentFly's resource and OpenRLHF's agent open their sessions on."""
+    from rewardbox.adapters import session_tools
+
+    monkeypatch.setenv("REWARDBOX_WARM_SESSIONS", "1")
+    monkeypatch.setattr(session_tools, "_shared", None)
+    box, _ = session_tools.process_sandbox()
+    try:
+        _until(lambda: box.warm_sessions == 1)
+        warm = _sessions_of(client, box.engine.owner)
+        with box.session() as s:
+            assert s.container_id in warm
+    finally:
+        box.close()
+        monkeypatch.setattr(session_tools, "_shared", None)
