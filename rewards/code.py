@@ -18,7 +18,7 @@ from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.needed_modules import missing_modules_error, needed_modules
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.rewards.safe_json import plain
-from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxBackend, SandboxError
+from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxBackend, SandboxError, language
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -80,6 +80,8 @@ class CodeReward(Reward):
             return _unusable(sample, f"rewardbox could not read this sample: {type(exc).__name__}: {exc}"[:2000])
 
     def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[Grade]":
+        if (name := label.code_language()) not in RUNNABLE_LANGUAGES:
+            return _unusable(sample, language_unavailable_error(name), label.kind)
         if needed := needed_modules(label):
             image = _sandbox_image(self.sandbox)
             held = IMAGE_MODULES.modules(*image) if image else None
@@ -96,6 +98,24 @@ class CodeReward(Reward):
             return _unusable(sample, f"bad {label.kind} label: {exc}", label.kind)
         return _then(self.sandbox.submit(request),
                      lambda run: grade(run, label.expected, self.policy).model_copy(update={"kind": label.kind}))
+
+
+# The languages the sandbox runs today: the Python image's. The others' images and
+# the harness's compile phase come next (issue 23); until then their labels are
+# unscorable, as a module the image lacks is, never a penalty of the model's.
+RUNNABLE_LANGUAGES = frozenset({"python"})
+
+
+def language_unavailable_error(name: str) -> str:
+    """Why a label in the language `name` cannot be graded yet.
+
+    >>> print(language_unavailable_error("cpp"))
+    the label's program is in cpp, whose sandbox image (rewardbox/cpp) is not built yet: rewardbox runs \
+only python programs today (the dataset's need, not the model's fault; docs/languages.md)
+    """
+    return (f"the label's program is in {name}, whose sandbox image ({language(name).image}) is not built yet: "
+            f"rewardbox runs only {', '.join(sorted(RUNNABLE_LANGUAGES))} programs today (the dataset's need, "
+            "not the model's fault; docs/languages.md)")
 
 
 def output(g: Grade) -> RewardOutput:

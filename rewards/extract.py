@@ -31,6 +31,8 @@ import re
 from collections.abc import Iterable
 
 from rewardbox.rewards.syntax import MAX_HOST_PARSE_CHARS, TooComplex, parse
+from rewardbox.sandbox import languages
+from rewardbox.sandbox.languages import Language
 
 _ROLE = r"[A-Za-z_]{1,20}"
 # A turn header names the role of the message that follows: ChatML (Qwen), Llama 3,
@@ -61,8 +63,7 @@ _OPEN_THINK, _CLOSE_THINK = "<think>", "</think>"
 # A fence line: its language tag, and whether a newline ends it. Nothing after the
 # backticks can fail, so no match backtracks; `finditer` visits each line once.
 _FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+\-.]*)[^\n]*(\n?)", re.MULTILINE)
-_PYTHON_TAGS = {"", "python", "python3", "py"}
-_CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |async def |@|if __name__)", re.MULTILINE)
+_PYTHON = languages.language("python")
 
 
 def strip_completion(completion: str, prompt: str | None = None, keep_think: bool = False) -> str:
@@ -90,9 +91,11 @@ def strip_completion(completion: str, prompt: str | None = None, keep_think: boo
     return "\n".join(text[start:end] for start, end in messages)
 
 
-def extract_code(completion: str, prompt: str | None = None) -> str | None:
-    """The code to run: the last Python fenced block, else the whole text when
-    it is plain code; None when there is none.
+def extract_code(completion: str, prompt: str | None = None, language: "str | Language" = "python") -> str | None:
+    """The code to run: the last fenced block tagged as `language`'s (its
+    `tags`, `rewardbox.sandbox.languages`), else the last untagged one, else,
+    in a text without fenced blocks, the whole text when it is that
+    language's code; None when there is none.
 
     >>> extract_code("Here you go:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
     'def f():\\n    return 1\\n'
@@ -100,21 +103,26 @@ def extract_code(completion: str, prompt: str | None = None) -> str | None:
     'def f(): return 1'
     >>> extract_code("I cannot solve this.") is None
     True
+    >>> extract_code("```python\\nprint(1)\\n```\\n```c++\\nint main() {}\\n```", language="cpp")
+    'int main() {}\\n'
     """
+    lang = languages.language(language)
     text = strip_completion(completion, prompt)
     blocks, unclosed = _fenced_blocks(text)
     if not blocks and unclosed is not None:  # generation cut off inside a block
         blocks = [unclosed]
-    # The last Python-tagged block, else the last untagged one (an untagged block
-    # after the code is often its output).
-    python = (next((b for b in reversed(blocks) if b[0] in _PYTHON_TAGS and b[0]), None)
-              or next((b for b in reversed(blocks) if b[0] in _PYTHON_TAGS), None))
-    if python:
-        code = text[python[1]:python[2]]
+    # The last block tagged with the language, else the last untagged one (an
+    # untagged block after the code is often its output).
+    chosen = (next((b for b in reversed(blocks) if b[0] in lang.tags), None)
+              or next((b for b in reversed(blocks) if not b[0]), None))
+    if chosen:
+        code = text[chosen[1]:chosen[2]]
     elif blocks:
         return None  # only other languages
-    else:
+    elif lang is _PYTHON:
         code = text if _looks_like_code(text) else ""
+    else:
+        code = text if lang.looks_like_code(text) else ""
     return code if code.strip() else None
 
 
@@ -228,14 +236,17 @@ def _strip_edge_tokens(text: str) -> str:
 
 
 def _looks_like_code(text: str) -> bool:
+    """Python's own rule: the host can parse Python, so a text is code when it
+    parses as more than bare names, or when its marker (a line only Python
+    code starts with) says so of a text that does not parse."""
     if len(text) > MAX_HOST_PARSE_CHARS:
-        return bool(_CODE_LINE.search(text))
+        return _PYTHON.looks_like_code(text)
     try:
         tree = parse(text)
     except TooComplex:
         return True  # Python refuses it as code: its syntax error is the model's verdict
     except (SyntaxError, ValueError):
-        return bool(_CODE_LINE.search(text))  # broken code still earns its syntax error
+        return _PYTHON.looks_like_code(text)  # broken code still earns its syntax error
     # Prose rarely parses; when it does ("Hello\nWorld"), it is bare names or constants.
     return any(not (isinstance(node, ast.Expr) and isinstance(node.value, (ast.Name, ast.Constant)))
                for node in tree.body)

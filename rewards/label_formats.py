@@ -24,7 +24,7 @@ from rewardbox.rewards.label_syntax import (
     plan_check,
     top_imports,
 )
-from rewardbox.sandbox import Limits, RunRequest
+from rewardbox.sandbox import Limits, RunRequest, languages
 from rewardbox.sandbox.protocol import SOLUTION_FILE
 
 TEST_FILE = "test_solution.py"
@@ -37,9 +37,32 @@ class LabelError(ValueError):
 class _Label(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _python_only(cls, data: Any) -> Any:
+        """A format without a `language` field runs Python only: its tests are
+        Python calling the solution. A label that names another language is the
+        dataset's error, told rather than graded as Python."""
+        if "language" in cls.model_fields or not isinstance(data, dict) or data.get("language") is None:
+            return data
+        name = data["language"]
+        try:
+            python = isinstance(name, str) and languages.language(name).name == "python"
+        except languages.UnknownLanguage:
+            python = False
+        if not python:
+            kind = cls.model_fields["kind"].default
+            raise ValueError(f"the {kind} format is Python only, not language {name!r}; "
+                             "a program in another language needs a stdio label (inputs and outputs)")
+        return data
+
+    def code_language(self) -> str:
+        """The language of the code this label runs (`rewardbox.sandbox.languages`)."""
+        return "python"
+
     def program(self, completion: str, prompt: str | None = None) -> str | None:
         """The code to run for this completion, or None when there is none."""
-        return extract_code(completion, prompt)
+        return extract_code(completion, prompt, self.code_language())
 
 
 class PytestLabel(_Label):
@@ -129,8 +152,29 @@ class StdioLabel(_GeneratedLabel):
     kind: Literal["stdio"] = "stdio"
     inputs: list[str]
     outputs: list[str]
+    language: str = Field("python", description=(
+        "the program's language: a name or alias of rewardbox.sandbox.languages (docs/languages.md), "
+        "kept as its name. Only Python runs until the other languages' images exist"))
 
     _mode: ClassVar[str] = "stdio"
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _known_language(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a language's name, got {type(value).__name__}")
+        return languages.language(value).name  # an unknown one: the dataset's error, naming the known ones
+
+    def code_language(self) -> str:
+        return self.language
+
+    def request(self, code: str, limits: Limits, prompt: str | None = None) -> RunRequest:
+        """The run of `code`. Only Python's: another language's program must
+        never reach the Python image, where it would earn a syntax error."""
+        if self.language != "python":
+            raise LabelError(f"a {self.language} program cannot run yet: its sandbox image "
+                             f"({languages.language(self.language).image}) is not built (docs/languages.md)")
+        return super().request(code, limits, prompt)
 
     @field_validator("inputs", "outputs", mode="before")
     @classmethod

@@ -212,16 +212,15 @@ def _normalize(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_open_r1(raw: dict[str, Any]) -> dict[str, Any]:
-    language = str(raw.get("language", "python")).lower()
-    if language not in ("python", "python3", "py"):
-        raise LabelError(f"language {language!r} is not supported (only python)")
     cases = raw["test_cases"]
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise LabelError("test_cases must be a list of objects")
     types = {"stdin_stdout" if c.get("type") is None else c["type"] for c in cases}  # None: an Arrow struct's gap
     if types != {"stdin_stdout"}:
         raise LabelError(f"test case types {sorted(map(str, types))} are not supported (only stdin_stdout)")
-    options: dict[str, Any] = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare") if k in raw}
+    # The language goes to the stdio label, which knows the languages (an unknown one is a LabelError there).
+    options: dict[str, Any] = {k: raw[k] for k in ("case_timeout_s", "float_tolerance", "compare", "language")
+                               if k in raw}
     return {"kind": "stdio", "inputs": [c.get("input") for c in cases], "outputs": [c.get("output") for c in cases],
             **options}
 

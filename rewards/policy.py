@@ -5,7 +5,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rewardbox.sandbox import Verdict
 
 CRASHES = frozenset({
-    Verdict.SYNTAX_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,
+    Verdict.SYNTAX_ERROR, Verdict.COMPILE_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,
     Verdict.OUT_OF_MEMORY, Verdict.OUTPUT_LIMIT, Verdict.KILLED,
 })
 
@@ -33,7 +33,8 @@ class GradingPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     timeout_reward: float = Field(-0.5, le=0, description="the wall-clock deadline was hit before any test passed")
-    crash_reward: float = Field(-1.0, le=0, description="syntax, import or collection error, out of memory, output limit, killed")
+    crash_reward: float = Field(-1.0, le=0, description=(
+        "syntax, compile, import or collection error, out of memory, output limit, killed"))
     no_code_reward: float = Field(-1.0, le=0, description="no code found in the completion; no container is started")
     verdict_rewards: dict[Verdict, float] = Field(
         default_factory=dict, description=(

@@ -12,6 +12,7 @@ from rewardbox.sandbox.errors import (  # noqa: E402
     RuntimeMissing,
     SandboxError,
 )
+from rewardbox.sandbox.languages import LANGUAGES, Language, UnknownLanguage, language  # noqa: E402
 from rewardbox.sandbox.models import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict  # noqa: E402
 from rewardbox.sandbox.modes import LazySandbox  # noqa: E402
 from rewardbox.sandbox.runner import DEFAULT_IMAGE, Sandbox  # noqa: E402
@@ -36,6 +37,8 @@ __all__ = [
     "EngineUnavailable",
     "HarnessError",
     "ImageMissing",
+    "LANGUAGES",
+    "Language",
     "LazySandbox",
     "Limits",
     "Outcome",
@@ -51,6 +54,8 @@ __all__ = [
     "SessionLimits",
     "SessionRefused",
     "TestResult",
+    "UnknownLanguage",
     "Verdict",
     "__version__",
+    "language",
 ]

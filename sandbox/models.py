@@ -153,6 +153,7 @@ class Verdict(str, enum.Enum):
     PASSED = "passed"
     FAILED = "failed"
     SYNTAX_ERROR = "syntax_error"
+    COMPILE_ERROR = "compile_error"  # a compiled language's program did not compile (rewardbox.sandbox.languages)
     IMPORT_ERROR = "import_error"
     COLLECTION_ERROR = "collection_error"
     TIMEOUT = "timeout"

@@ -8,7 +8,7 @@ from rewardbox.rewards.policy import CRASHES
 from rewardbox.sandbox import Limits, Outcome, RunRequest, RunResult, TestResult, Verdict
 
 P, F = Outcome.PASSED, Outcome.FAILED
-CRASH_VERDICTS = [Verdict.SYNTAX_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,
+CRASH_VERDICTS = [Verdict.SYNTAX_ERROR, Verdict.COMPILE_ERROR, Verdict.IMPORT_ERROR, Verdict.COLLECTION_ERROR,
                   Verdict.OUT_OF_MEMORY, Verdict.OUTPUT_LIMIT, Verdict.KILLED]
 # Four expected tests: test_a, test_b[0..1], TestC::test_d.
 FOUR = ExpectedTests(counts={(None, "test_a"): 1, (None, "test_b"): 2, ("TestC", "test_d"): 1})
@@ -25,7 +25,7 @@ def test_documented_defaults():
 
 def test_crash_set_is_exactly_the_crash_verdicts():
     assert frozenset(CRASH_VERDICTS) == CRASHES
-    assert len(set(CRASH_VERDICTS)) == 6  # each crash is a distinct verdict
+    assert len(set(CRASH_VERDICTS)) == 7  # each crash is a distinct verdict
 
 
 @pytest.mark.parametrize("verdict, passed, total, reward", [

@@ -307,9 +307,11 @@ def test_a_bare_answer_may_be_long_but_not_too_long():
     pytest.param({"input_output": ""}, "input_output is not valid JSON: ", id="input-output-empty"),
     pytest.param({"input_output": "[1, 2]"}, "input_output must be an object", id="input-output-array"),
     # open-r1
-    pytest.param({"language": "cpp", "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"}]},
-                 "language 'cpp' is not supported (only python)", id="open-r1-cpp"),
-    pytest.param({"language": "javascript", "test_cases": []}, "language 'javascript' is not supported", id="open-r1-js"),
+    pytest.param({"language": "cobol", "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"}]},
+                 "bad stdio label: language: unknown language 'cobol' (known: cpp, cpp20, go, java, javascript, "
+                 "python, rust)", id="open-r1-unknown-language"),
+    pytest.param({"language": 3, "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"}]},
+                 "bad stdio label: language: must be a language's name, got int", id="open-r1-language-not-text"),
     pytest.param({"language": "python", "test_cases": [{"input": "f(1)", "output": "1", "type": "function_call"}]},
                  "test case types ['function_call'] are not supported (only stdin_stdout)", id="open-r1-function-call"),
     pytest.param({"language": "python", "test_cases": [{"input": "1\n", "output": "1\n", "type": "stdin_stdout"},

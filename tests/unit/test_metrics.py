@@ -104,8 +104,8 @@ def test_samples_are_counted_by_verdict_and_only_code_runs_are_timed():
     values = scrape(service)
     verdicts = {labels[0][1]: v for (name, labels), v in values.items() if name == "rewardbox_samples_scored_total"}
     assert verdicts == {"passed": 2, "failed": 1, "timeout": 1, "no_code": 1, "unscorable": 1, "other": 1,
-                        "syntax_error": 0, "import_error": 0, "collection_error": 0, "out_of_memory": 0,
-                        "output_limit": 0, "killed": 0, "unknown": 0}
+                        "syntax_error": 0, "compile_error": 0, "import_error": 0, "collection_error": 0,
+                        "out_of_memory": 0, "output_limit": 0, "killed": 0, "unknown": 0}
     # Three sandbox runs: the two code samples and the mix's code component; not math, not the code-less one.
     assert values[("rewardbox_sandbox_run_seconds_count", ())] == 3
     assert values[("rewardbox_sandbox_run_seconds_sum", ())] == pytest.approx(0.4 + 10.2 + 0.7)
