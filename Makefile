@@ -7,9 +7,13 @@ TRAINERS_VENV := .venv-trainers
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py)
 # The lean sandbox image's tag: the version and the digest of the harness (rewardbox.images).
 IMAGE = $(shell $(BIN)/python -c 'from rewardbox.images import image_tag; print(image_tag())')
+# The toolchain images `make sandbox-image` builds beside the lean one (LANGUAGES=cpp); `make language-images`
+# builds every language that has an image so far (rewardbox.images.languages).
+LANGUAGES ?=
+ALL_LANGUAGES := cpp
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint typecheck engine gvisor sandbox-image scientific-image service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
+.PHONY: help install lint typecheck engine gvisor sandbox-image scientific-image language-images service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -36,8 +40,12 @@ engine: ## make sure a Docker engine runs (installs and starts one if root on De
 gvisor: sandbox-image ## install and register the gVisor runtime runsc (Debian's runsc; dockerd reloaded, never restarted)
 	@IMAGE=$(IMAGE) bash scripts/ensure-gvisor.sh
 
-sandbox-image: engine $(BIN)/rewardbox ## build the sandbox image rewardbox/python:<version>-<harness digest> (rewardbox image build; seconds when nothing changed)
+sandbox-image: engine $(BIN)/rewardbox ## build the sandbox image rewardbox/python:<version>-<harness digest> (rewardbox image build; seconds when nothing changed), and LANGUAGES="cpp" toolchain images
 	@$(BIN)/rewardbox image build >/dev/null
+	@for language in $(LANGUAGES); do $(BIN)/rewardbox image build --language $$language >/dev/null || exit 1; done
+
+language-images: engine $(BIN)/rewardbox ## build the toolchain images rewardbox/<language>:<version>-<digest> (now: cpp) from Debian's packages, fetched on the host
+	@$(MAKE) --no-print-directory sandbox-image LANGUAGES="$(ALL_LANGUAGES)"
 
 scientific-image: engine $(BIN)/rewardbox ## build the scientific sandbox image (rewardbox image build --variant scientific: numpy, scipy, pandas, sympy, ...)
 	@$(BIN)/rewardbox image build --variant scientific >/dev/null
@@ -55,7 +63,7 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image scientific-image gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
 	$(MAKE) --no-print-directory lint typecheck docs
 	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
@@ -75,7 +83,7 @@ lint: install ## ruff (pycodestyle, pyflakes, isort, bugbear, pyupgrade, simplif
 test-unit: install ## run the unit tier only (no Docker needed)
 	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit
 
-test-docker: install sandbox-image scientific-image ## run the docker tier only
+test-docker: install sandbox-image scientific-image language-images ## run the docker tier only
 	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
 
 test-ray: install sandbox-image ## run the Ray tier only: a local cluster of node processes, in a network namespace holding only loopback (root)

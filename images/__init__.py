@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox import __version__
+from rewardbox.images.languages import LANGUAGE_IMAGES, language_digest, language_of_tag
 
 if TYPE_CHECKING:
     import docker
@@ -51,6 +52,7 @@ __all__ = [
     "context_files",
     "image_manifest",
     "image_tag",
+    "language_tag",
     "manifest_from_labels",
     "package_set",
     "resolve_image",
@@ -145,9 +147,23 @@ def image_tag(variant: str = "python", packages: Sequence[str] = (), *, context:
     return f"{REPOSITORY}:{__version__}-{kind}-{digest}"
 
 
+def language_tag(language: str, python: str | None = None) -> str:
+    """The toolchain image of `language` (`rewardbox.images.languages`) built on
+    the sandbox image `python` (default: the lean one):
+    `rewardbox/<language>:<version>-<digest>`, the digest over both.
+
+    >>> language_tag("cpp").startswith(f"rewardbox/cpp:{__version__}-")
+    True
+    """
+    return f"rewardbox/{language}:{__version__}-{language_digest(language, python or image_tag())}"
+
+
 def build_hint(image: str) -> str:
     """How to get `image` when the engine lacks it: the build command for one
     of our tags, else a pull."""
+    language = language_of_tag(image)
+    if language:
+        return f"run `rewardbox image build --language {language}` to build it (or pull or load it)"
     for variant in VARIANTS:
         if image == image_tag(variant):
             return "run `rewardbox image build" + ("`" if variant == "python" else f" --variant {variant}`") + " to build it"
@@ -161,9 +177,13 @@ def build_hint(image: str) -> str:
 
 def resolve_image(name: str | None) -> str:
     """None or a variant name -> that variant's tag (built by `rewardbox image
-    build [--variant NAME]`); anything else is an image reference, unchanged."""
+    build [--variant NAME]`); a language's name (`cpp`) -> its toolchain image's
+    tag (`rewardbox image build --language NAME`); anything else is an image
+    reference, unchanged."""
     if name is None:
         return image_tag()
+    if name in LANGUAGE_IMAGES:
+        return language_tag(name)
     return image_tag(name) if name in VARIANTS else name
 
 

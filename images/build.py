@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import platform
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -45,7 +47,17 @@ from rewardbox.images import (
     context_files,
     image_manifest,
     image_tag,
+    language_tag,
     package_set,
+)
+from rewardbox.images.languages import (
+    DEBIAN_SUITE,
+    DEBS_LABEL,
+    DOCKERFILE,
+    FROM_LABEL,
+    LANGUAGE_IMAGES,
+    LANGUAGE_LABEL,
+    LanguageImage,
 )
 
 if TYPE_CHECKING:
@@ -56,10 +68,14 @@ __all__ = [
     "ImageBuildError",
     "add_command",
     "build_image",
+    "build_language_image",
+    "debs_label",
     "debian_mirror",
+    "fetch_debs",
     "host_debian_mirror",
     "modules_in_wheel",
     "modules_in_wheel_names",
+    "planned_debs",
     "pick_base",
     "push_image",
     "push_target",
@@ -70,7 +86,6 @@ __all__ = [
 
 REGISTRY_BASE = "python:3.11-slim-bookworm"
 LOCAL_BASE = "rewardbox/debian-base:bookworm"
-DEBIAN_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image's interpreter, for which the host's pip fetches wheels.
 PYTHON_VERSION = "3.11"
@@ -336,8 +351,6 @@ def build_image(variant: str = "python", packages: Sequence[str] = (), requireme
                 rebuild: bool = False, api: docker.APIClient | None = None) -> BuildResult:
     """Builds the sandbox image of `variant` plus `packages` (and a requirements
     file's lines) unless an image with its tag and matching labels exists."""
-    import docker
-
     extra = wanted_packages(variant, packages, requirements)
     harness = context_digest()
     tag = image_tag(variant, extra)
@@ -374,19 +387,26 @@ def build_image(variant: str = "python", packages: Sequence[str] = (), requireme
         labels = {IMAGE_LABEL: "python", HARNESS_LABEL: harness, PACKAGES_LABEL: json.dumps(extra),
                   MODULES_LABEL: json.dumps(sorted(modules))}
         _log(f"building {tag} on {base}")
-        try:
-            stream = api.build(path=str(stage), tag=tag, rm=True, forcerm=True, network_mode="none",
-                               buildargs={"BASE": base}, labels=labels, decode=True)
-            output: list[str] = []
-            for chunk in stream:
-                if "error" in chunk:
-                    raise ImageBuildError(f"the image build failed: {chunk['error'].strip()}\n"
-                                          + "".join(output[-30:]))
-                output.append(chunk.get("stream", ""))
-        except docker.errors.APIError as exc:
-            raise ImageBuildError(f"the engine refused the build: {exc}") from None
+        _engine_build(api, stage, tag, base, labels)
     _log(f"built {tag}")
     return BuildResult(tag=tag, built=True, base=base)
+
+
+def _engine_build(api: docker.APIClient, stage: Path, tag: str, base: str, labels: dict[str, str]) -> None:
+    """The engine builds the context `stage` as `tag` from `base`, with no network."""
+    import docker
+
+    try:
+        stream = api.build(path=str(stage), tag=tag, rm=True, forcerm=True, network_mode="none",
+                           buildargs={"BASE": base}, labels=labels, decode=True)
+        output: list[str] = []
+        for chunk in stream:
+            if "error" in chunk:
+                raise ImageBuildError(f"the image build failed: {chunk['error'].strip()}\n"
+                                      + "".join(output[-30:]))
+            output.append(chunk.get("stream", ""))
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"the engine refused the build: {exc}") from None
 
 
 def _wheels_of(folder: Path, requirements: Path) -> list[Path]:
@@ -406,6 +426,173 @@ def _copy(files: Iterable[Path], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for file in files:
         shutil.copyfile(file, folder / file.name)
+
+
+# -- language images ------------------------------------------------------------------
+
+_NO_IMAGE = LanguageImage(packages=())
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+_DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+# `apt-get -s install` lines of what it would unpack: "Inst name [old] (version Origin [arch])".
+_INST = re.compile(r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+) .*\[([\w-]+)\]\)", re.MULTILINE)
+
+
+def _image_dpkg_status(api: docker.APIClient, image: str) -> bytes:
+    """The dpkg database (/var/lib/dpkg/status) of `image`, read from a created,
+    never started container: what the toolchain's dependencies may count as installed."""
+    import docker
+
+    container = api.create_container(image, ["true"], labels={"rewardbox.build": "1"})
+    try:
+        try:
+            stream, _ = api.get_archive(container["Id"], "/var/lib/dpkg/status")
+        except docker.errors.NotFound:
+            raise ImageBuildError(f"{image} has no dpkg database: language images need a Debian {DEBIAN_SUITE} "
+                                  "base (unset REWARDBOX_BASE_IMAGE, or name a Debian one)") from None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.extractfile("status")
+            assert member is not None  # a regular file: get_archive of a file holds that file
+            return member.read()
+    finally:
+        api.remove_container(container["Id"], force=True)
+
+
+def _apt(config: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["apt-get", "-q", *arguments], env={**os.environ, "APT_CONFIG": str(config)},
+                          capture_output=True, text=True)
+
+
+def fetch_debs(packages: Sequence[str], status: bytes, dest: Path, mirror: str | None = None) -> list[Path]:
+    """The .debs that install `packages` on an image whose dpkg database is
+    `status`: resolved and downloaded by the host's apt-get with a state of its
+    own (sources: Debian's mirror, suite and keyring only; lists and archives in
+    the cache; none of the host's apt configuration, hooks or packages
+    touched), into `dest`. Returns the files in `dest`, sorted."""
+    if not shutil.which("apt-get"):
+        raise ImageBuildError("language images are made from Debian's packages, fetched on this machine by apt-get: "
+                              "build them on a Debian or Ubuntu host (or load one built there: rewardbox image save)")
+    if not DEBIAN_KEYRING.is_file():
+        raise ImageBuildError(f"{DEBIAN_KEYRING} is missing: install debian-archive-keyring to check Debian's packages")
+    mirror = mirror or host_debian_mirror()
+    apt = cache_dir() / "apt"
+    lists, archives = apt / "lists", apt / "archives"
+    for folder in (lists / "partial", archives / "partial"):
+        folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rewardbox-apt.") as work:
+        root = Path(work)
+        (root / "parts").mkdir()
+        (root / "status").write_bytes(status)
+        (root / "sources.list").write_text(f"deb [signed-by={DEBIAN_KEYRING}] {mirror} {DEBIAN_SUITE} main\n")
+        settings = {
+            # Read first (APT_CONFIG): the host's apt.conf and apt.conf.d (hooks, pins, its
+            # own sources) are replaced by empty ones, so nothing of the host's is read or run.
+            "Dir::Etc::Main": "/dev/null", "Dir::Etc::Parts": root / "parts",
+            "Dir::Etc::SourceList": root / "sources.list", "Dir::Etc::SourceParts": root / "parts",
+            "Dir::Etc::Preferences": "/dev/null", "Dir::Etc::PreferencesParts": root / "parts",
+            "Dir::State": root, "Dir::State::Lists": lists, "Dir::State::status": root / "status",
+            "Dir::Cache": root, "Dir::Cache::Archives": archives, "Dir::Log": root,
+            "Debug::NoLocking": "true", "Acquire::Languages": "none",
+            "APT::Architecture": _DEB_ARCH.get(platform.machine(), platform.machine()),
+            "APT::Install-Recommends": "false", "APT::Sandbox::User": "root" if os.geteuid() == 0 else "",
+        }
+        settings.update(_host_apt_proxies())
+        config = root / "apt.conf"
+        config.write_text("".join(f'{key} "{value}";\n' for key, value in settings.items() if value != ""))
+        _log(f"resolving {' '.join(packages)} against the image's packages, from {mirror} {DEBIAN_SUITE}")
+        updated = _apt(config, "update")
+        if updated.returncode:
+            if not any(lists.glob("*_Packages*")):
+                raise ImageBuildError(f"apt-get update from {mirror} failed: {updated.stderr.strip()[-2000:]} "
+                                      "(set DEBIAN_MIRROR to a reachable Debian mirror)")
+            _log(f"{mirror} unreachable: using the package lists fetched before")
+        plan = _apt(config, "install", "-s", "-y", *packages)
+        if plan.returncode:
+            raise ImageBuildError(f"apt-get cannot install {' '.join(packages)} on this image:\n"
+                                  f"{(plan.stdout + plan.stderr).strip()[-2000:]}")
+        if re.search(r"^Remv ", plan.stdout, re.MULTILINE):
+            raise ImageBuildError(f"installing {' '.join(packages)} would remove packages of the image:\n{plan.stdout}")
+        wanted = planned_debs(plan.stdout)
+        if not wanted:
+            raise ImageBuildError(f"apt-get planned nothing to install for {' '.join(packages)}:\n{plan.stdout}")
+        if not all((archives / name).is_file() for name in wanted):
+            fetched = _apt(config, "install", "--download-only", "-y", *packages)
+            if fetched.returncode:
+                raise ImageBuildError(f"apt-get could not download {' '.join(packages)} from {mirror}:\n"
+                                      f"{fetched.stderr.strip()[-2000:]}")
+        missing = [name for name in wanted if not (archives / name).is_file()]
+        if missing:
+            raise ImageBuildError(f"apt-get downloaded, but these files are not in {archives}: {', '.join(missing)}")
+    _copy((archives / name for name in wanted), dest)
+    return sorted(dest / name for name in wanted)
+
+
+def planned_debs(simulation: str) -> list[str]:
+    """The .deb file names (as apt stores them) of what `apt-get -s install` would unpack.
+
+    >>> planned_debs("Inst libcrypt-dev (1:4.4.33-2 Debian:12.11/stable [amd64])\\n"
+    ...              "Inst g++ [4:12.2.0-2] (4:12.2.0-3 Debian:12.11/stable [amd64])\\nConf g++ (4:12.2.0-3)")
+    ['libcrypt-dev_1%3a4.4.33-2_amd64.deb', 'g++_4%3a12.2.0-3_amd64.deb']
+    """
+    return [f"{name}_{version.replace(':', '%3a')}_{arch}.deb" for name, version, arch in _INST.findall(simulation)]
+
+
+def _host_apt_proxies() -> dict[str, str]:
+    """The host apt's proxy settings (the environment's proxies apt takes by itself)."""
+    if not shutil.which("apt-config"):
+        return {}
+    done = subprocess.run(["apt-config", "dump"], capture_output=True, text=True)
+    found = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if re.fullmatch(r"Acquire::(https?|ftp)::Proxy(::[^ ]+)?", key, re.IGNORECASE):
+            found[key] = value.rstrip(";").strip('"')
+    return found
+
+
+def debs_label(debs: Iterable[Path]) -> list[str]:
+    """`name=version` of each .deb file (apt's file names), as the `rewardbox.debs` label lists them.
+
+    >>> debs_label([Path("libcrypt-dev_1%3a4.4.33-2_amd64.deb"), Path("g++-12_12.2.0-14_amd64.deb")])
+    ['g++-12=12.2.0-14', 'libcrypt-dev=1:4.4.33-2']
+    """
+    return sorted("{}={}".format(*deb.name.split("_")[:2]).replace("%3a", ":") for deb in debs)
+
+
+def build_language_image(language: str, variant: str = "python", packages: Sequence[str] = (),
+                         requirements: Path | None = None, rebuild: bool = False,
+                         api: docker.APIClient | None = None) -> BuildResult:
+    """Builds `rewardbox/<language>:<version>-<digest>`: the sandbox image of
+    `variant` plus `packages` (built first if need be) with the language's
+    Debian packages installed, unless an image with its tag and labels exists."""
+    import docker
+
+    if language not in LANGUAGE_IMAGES:
+        raise ImageBuildError(f"no image for language {language!r}: one of {', '.join(sorted(LANGUAGE_IMAGES))}")
+    entry = LANGUAGE_IMAGES[language]
+    api = api or _client(BUILD_TIMEOUT_S)
+    python = build_image(variant, packages, requirements, api=api).tag
+    tag = language_tag(language, python)
+    try:
+        labels = api.inspect_image(tag)["Config"].get("Labels") or {}  # type: ignore[no-untyped-call]
+    except docker.errors.ImageNotFound:
+        labels = {}
+    if labels.get(LANGUAGE_LABEL) == language and labels.get(FROM_LABEL) == python and not rebuild:
+        _log(f"{tag} is up to date (--rebuild builds it again)")
+        return BuildResult(tag=tag, built=False)
+
+    with tempfile.TemporaryDirectory(prefix="rewardbox-image.") as work:
+        stage = Path(work) / "context"
+        stage.mkdir()
+        debs = fetch_debs(entry.packages, _image_dpkg_status(api, python), stage / "debs")
+        (stage / "Dockerfile").write_text(DOCKERFILE)
+        (stage / "setup.sh").write_text("".join(f"{line}\n" for line in entry.setup))
+        new_labels = {IMAGE_LABEL: language, LANGUAGE_LABEL: language, FROM_LABEL: python,
+                      DEBS_LABEL: json.dumps(debs_label(debs))}
+        size = sum(deb.stat().st_size for deb in debs)
+        _log(f"building {tag} on {python}: {len(debs)} Debian packages ({size / 1e6:.0f} MB)")
+        _engine_build(api, stage, tag, python, new_labels)
+    _log(f"built {tag}")
+    return BuildResult(tag=tag, built=True, base=python)
 
 
 # -- moving images --------------------------------------------------------------------
@@ -470,14 +657,22 @@ def _selection(command: argparse.ArgumentParser) -> None:
                               "they are part of the tag")
     command.add_argument("-r", "--requirements", type=Path, metavar="FILE",
                          help="a requirements file of more packages (requirement lines only)")
+    command.add_argument("--language", choices=sorted(LANGUAGE_IMAGES), default=None,
+                         help="the toolchain image of this language (rewardbox/<language>:<version>-<digest>): the "
+                              "sandbox image selected by the other options plus the language's Debian packages")
 
 
 def _selected_tag(args: argparse.Namespace) -> str:
-    return image_tag(args.variant, wanted_packages(args.variant, args.packages, args.requirements))
+    python = image_tag(args.variant, wanted_packages(args.variant, args.packages, args.requirements))
+    return language_tag(args.language, python) if args.language else python
 
 
 def _build(args: argparse.Namespace) -> int:
-    result = build_image(args.variant, args.packages, args.requirements, rebuild=args.rebuild)
+    if args.language:
+        result = build_language_image(args.language, args.variant, args.packages, args.requirements,
+                                      rebuild=args.rebuild)
+    else:
+        result = build_image(args.variant, args.packages, args.requirements, rebuild=args.rebuild)
     print(result.tag)
     return 0
 
@@ -511,14 +706,20 @@ def _list(args: argparse.Namespace) -> int:
     api = _client()
     current = context_digest()
     rows = []
-    for image in api.images(filters={"label": f"{IMAGE_LABEL}=python"}):
+    for image in api.images(filters={"label": IMAGE_LABEL}):
+        labels = image.get("Labels") or {}
+        if labels.get(IMAGE_LABEL) != "python" and labels.get(IMAGE_LABEL) not in LANGUAGE_IMAGES:
+            continue
         for reference in image.get("RepoTags") or []:
             manifest = image_manifest(reference, api)
             if manifest is None:
                 continue
             state = "current" if manifest.harness == current else "stale"
+            held = list(manifest.packages)
+            if labels.get(LANGUAGE_LABEL):  # a language image: its toolchain's packages, as asked for
+                held += [f"deb:{name}" for name in LANGUAGE_IMAGES.get(labels[LANGUAGE_LABEL], _NO_IMAGE).packages]
             rows.append((reference, f"{image['Size'] / 1e6:.0f} MB", f"{manifest.harness or 'unlabelled'} ({state})",
-                         " ".join(manifest.packages) or "-"))
+                         " ".join(held) or "-"))
     if not rows:
         print("no sandbox images on this engine: rewardbox image build")
         return 0
@@ -551,7 +752,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="The sandbox image, built from this package: its tag carries the version and a digest of the "
                     "harness and the packages (rewardbox/python:<version>-<digest>), so every node can tell it has "
                     "the right one. The default image is the lean one; `--variant scientific` or "
-                    "`--packages` add what a dataset's tests import.")
+                    "`--packages` add what a dataset's tests import; `--language cpp` builds the C++ image on it "
+                    "(rewardbox/cpp:<version>-<digest>).")
     verbs = image.add_subparsers(dest="image_command", required=True)
     build = verbs.add_parser(
         "build", help="build the sandbox image (seconds when it is up to date)",
@@ -560,7 +762,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     "the engine builds without network. Base: $REWARDBOX_BASE_IMAGE, else python:3.11-slim-bookworm "
                     "if present or pullable, else Debian bookworm by debootstrap from the host's apt sources "
                     "($DEBIAN_MIRROR overrides; proxies from the environment). Skipped when the tag exists with "
-                    "matching labels. Prints the tag.")
+                    "matching labels. Prints the tag. With --language, the language's Debian packages are resolved "
+                    "against the image's own and downloaded on the host by apt-get (from the same mirror, with a "
+                    "private apt state), then installed by the engine, again without network.")
     _selection(build)
     build.add_argument("--rebuild", action="store_true", help="build even if the tag exists (layers are still reused)")
     build.set_defaults(run=_guarded(_build))

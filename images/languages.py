@@ -1,0 +1,122 @@
+"""The toolchain images: what each language's image adds to the sandbox image.
+
+A language image is the lean sandbox image (harness, wheels, uid 10001, no
+setuid files) plus one toolchain installed from Debian bookworm's own
+packages: the packages named here and their dependencies, resolved and
+fetched on the host (`rewardbox.images.build`), installed in a build without
+network. Which argv compiles and runs a program is the sandbox's language
+table (`rewardbox.sandbox.languages`); this module only says what the image
+holds. Pure: nothing here talks to Docker or apt.
+
+Its tag is `rewardbox.images.language_tag`: the version and `language_digest`.
+
+>>> len(language_digest("cpp", "rewardbox/python:0.1.0-abc"))
+12
+>>> language_digest("cpp", "a") != language_digest("cpp", "b")
+True
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "DEBIAN_SUITE",
+    "DEBS_LABEL",
+    "DOCKERFILE",
+    "FROM_LABEL",
+    "LANGUAGE_IMAGES",
+    "LANGUAGE_LABEL",
+    "LanguageImage",
+    "language_digest",
+    "language_of_tag",
+]
+
+# The suite of the sandbox image's base (rewardbox/debian-base or python:3.11-slim-bookworm).
+DEBIAN_SUITE = "bookworm"
+# A language image's labels beyond the sandbox image's (which it inherits: harness, packages, modules).
+LANGUAGE_LABEL = "rewardbox.language"
+FROM_LABEL = "rewardbox.from"  # the sandbox image it was built on
+DEBS_LABEL = "rewardbox.debs"  # a JSON list of the Debian packages installed, name=version
+
+
+class LanguageImage(BaseModel):
+    """One toolchain: the Debian packages to install (their dependencies come
+    along) and shell lines run as root after the install (warm-ups such as
+    precompiled headers). Both are part of the image's tag."""
+
+    model_config = ConfigDict(frozen=True)
+
+    packages: tuple[str, ...]
+    setup: tuple[str, ...] = ()
+
+
+# The precompiled bits/stdc++.h for the flags the sandbox compiles with (C++17
+# and C++20, -O2 -DONLINE_JUDGE). g++ looks in a `<header>.gch` directory and
+# takes the first file whose flags match; a mismatch falls back to parsing the
+# header (same result, slower), so a PCH can never change what compiles.
+_PCH = (
+    'bits="/usr/include/$(gcc -print-multiarch)/c++/12/bits"',
+    'mkdir -p "$bits/stdc++.h.gch"',
+    'for std in c++17 c++20; do'
+    ' g++ -std=$std -O2 -pipe -DONLINE_JUDGE -x c++-header "$bits/stdc++.h" -o "$bits/stdc++.h.gch/$std.gch";'
+    ' done',
+    'chmod -R a-w,a+rX "$bits/stdc++.h.gch"',
+)
+
+LANGUAGE_IMAGES: dict[str, LanguageImage] = {
+    # g++-12 is bookworm's C++17/C++20 compiler; `g++` gives it its usual command names (g++, gcc, cpp).
+    "cpp": LanguageImage(packages=("g++", "g++-12"), setup=_PCH),
+}
+
+# The toolchain layer on top of the sandbox image, built with no network: the
+# .debs fetched on the host are installed as root (documentation, manuals and
+# translations left out, the copyright files kept), setup runs, setuid and
+# setgid bits are stripped again (a package may bring some), and the image
+# ends as the sandbox user, like the one it is built on.
+DOCKERFILE = """\
+ARG BASE
+FROM ${BASE}
+USER 0:0
+COPY debs/ /tmp/debs/
+COPY setup.sh /tmp/setup.sh
+RUN dpkg -i --path-exclude='/usr/share/doc/*' --path-include='/usr/share/doc/*/copyright' \\
+      --path-exclude='/usr/share/man/*' --path-exclude='/usr/share/info/*' --path-exclude='/usr/share/locale/*' \\
+      /tmp/debs/*.deb \\
+ && sh -eu /tmp/setup.sh \\
+ && rm -rf /tmp/debs /tmp/setup.sh /var/log/dpkg.log /var/log/apt /var/cache/debconf/*-old \\
+ && find / -xdev -perm /6000 -type f -exec chmod a-s {} +
+USER 10001:10001
+WORKDIR /work
+"""
+
+
+def language_digest(language: str, python: str) -> str:
+    """12 hex digits of SHA-256 over what the image is made of: the sandbox
+    image it is built on (its tag `python`), the suite, the packages, the setup
+    and the Dockerfile. A change of any of them names a new image."""
+    entry = _entry(language)
+    inputs = [python, DEBIAN_SUITE, language, sorted(entry.packages), list(entry.setup), DOCKERFILE]
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
+
+
+def language_of_tag(image: str) -> str | None:
+    """The language whose image repository `image` is in (any version), else None.
+
+    >>> language_of_tag("rewardbox/cpp:0.1.0-abc"), language_of_tag("rewardbox/python:0.1.0-abc")
+    ('cpp', None)
+    """
+    repository = image.rsplit(":", 1)[0]
+    for language in LANGUAGE_IMAGES:
+        if repository == f"rewardbox/{language}":
+            return language
+    return None
+
+
+def _entry(language: str) -> LanguageImage:
+    try:
+        return LANGUAGE_IMAGES[language]
+    except KeyError:
+        raise ValueError(f"no image for language {language!r}: one of {', '.join(sorted(LANGUAGE_IMAGES))}") from None

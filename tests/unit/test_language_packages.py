@@ -1,0 +1,114 @@
+"""The language images' names from what they are made of, and the pure parts of their build.
+
+A language image's tag must change with each of its inputs (the sandbox image
+it is built on, its Debian packages, its setup, the Dockerfile), so a node never
+runs a toolchain image built from other ones; the order packages are listed in
+is not an input. apt's plan and file names give the .debs and their label.
+"""
+
+import doctest
+from pathlib import Path
+
+import pytest
+
+import rewardbox.images.languages
+from rewardbox import __version__
+from rewardbox.images import build_hint, image_tag, language_tag, resolve_image
+from rewardbox.images.build import debs_label, planned_debs
+from rewardbox.images.languages import LANGUAGE_IMAGES, LanguageImage, language_of_tag
+
+# `apt-get -s install g++ g++-12` against the lean image, cut down: what it prints.
+SIMULATION = """\
+NOTE: This is only a simulation!
+Inst binutils-common (2.40-2 Debian:12.11/stable [amd64])
+Inst libcrypt-dev (1:4.4.33-2 Debian:12.11/stable [amd64])
+Inst libc6 [2.36-9+deb12u13] (2.36-9+deb12u14 Debian:12.11/stable [amd64])
+Inst g++-12 (12.2.0-14+deb12u1 Debian:12.11/stable [amd64])
+Conf binutils-common (2.40-2 Debian:12.11/stable [amd64])
+Conf g++-12 (12.2.0-14+deb12u1 Debian:12.11/stable [amd64])
+"""
+
+
+def test_cpp_is_g_plus_plus_12_from_debian_with_its_usual_command_names():
+    assert set(LANGUAGE_IMAGES) == {"cpp"}  # the only toolchain built for now
+    assert set(LANGUAGE_IMAGES["cpp"].packages) == {"g++", "g++-12"}
+
+
+def test_the_tag_names_the_language_and_the_version():
+    tag = language_tag("cpp")
+    assert tag.startswith(f"rewardbox/cpp:{__version__}-") and len(tag.rsplit("-", 1)[1]) == 12
+    assert language_tag("cpp") == tag  # decided from the package alone, the same every time
+    assert language_tag("cpp", image_tag()) == tag  # built on the lean image by default
+
+
+def test_the_tag_changes_with_the_sandbox_image_it_is_built_on():
+    assert language_tag("cpp", image_tag("scientific")) != language_tag("cpp")
+    assert language_tag("cpp", "rewardbox/python:0.1.0-000000000000") != language_tag("cpp")
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param({"packages": ("g++", "g++-12", "gdb")}, id="a package more"),
+    pytest.param({"packages": ("g++",)}, id="a package less"),
+    pytest.param({"packages": ("g++", "g++-11")}, id="another package"),
+    pytest.param({"setup": ()}, id="no setup"),
+    pytest.param({"setup": (*LANGUAGE_IMAGES["cpp"].setup, "true")}, id="another setup"),
+])
+def test_the_tag_changes_with_the_packages_and_the_setup(monkeypatch, change):
+    before = language_tag("cpp")
+    entry = LANGUAGE_IMAGES["cpp"].model_copy(update=change)
+    monkeypatch.setitem(LANGUAGE_IMAGES, "cpp", entry)
+    assert language_tag("cpp") != before
+
+
+def test_the_order_packages_are_listed_in_does_not_change_the_tag(monkeypatch):
+    before = language_tag("cpp")
+    cpp = LANGUAGE_IMAGES["cpp"]
+    monkeypatch.setitem(LANGUAGE_IMAGES, "cpp", LanguageImage(packages=cpp.packages[::-1], setup=cpp.setup))
+    assert language_tag("cpp") == before
+
+
+def test_the_tag_changes_with_the_dockerfile(monkeypatch):
+    before = language_tag("cpp")
+    monkeypatch.setattr(rewardbox.images.languages, "DOCKERFILE",
+                        rewardbox.images.languages.DOCKERFILE.replace("USER 10001:10001", "USER 0:0"))
+    assert language_tag("cpp") != before
+
+
+def test_an_unknown_language_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="no image for language 'cobol': one of cpp"):
+        language_tag("cobol")
+
+
+def test_a_language_name_resolves_to_its_image_and_its_hint_is_the_build_command():
+    assert resolve_image("cpp") == language_tag("cpp")
+    assert resolve_image("python") == image_tag()  # the variants are unchanged
+    assert "rewardbox image build --language cpp" in build_hint(language_tag("cpp"))
+    assert language_of_tag(language_tag("cpp")) == "cpp"
+    assert language_of_tag(image_tag()) is None and language_of_tag("ghcr.io/me/rewardbox/cpp:1") is None
+
+
+def test_the_dockerfile_installs_as_root_and_ends_as_the_sandbox_user():
+    lines = rewardbox.images.languages.DOCKERFILE.splitlines()
+    assert lines[:3] == ["ARG BASE", "FROM ${BASE}", "USER 0:0"]
+    assert lines[-2:] == ["USER 10001:10001", "WORKDIR /work"]
+    assert "-perm /6000 -type f -exec chmod a-s" in rewardbox.images.languages.DOCKERFILE
+
+
+def test_apts_plan_gives_the_deb_files_as_apt_names_them():
+    assert planned_debs(SIMULATION) == [
+        "binutils-common_2.40-2_amd64.deb",
+        "libcrypt-dev_1%3a4.4.33-2_amd64.deb",  # the epoch's colon as apt writes it in file names
+        "libc6_2.36-9+deb12u14_amd64.deb",  # an upgrade of the image's own: the new version
+        "g++-12_12.2.0-14+deb12u1_amd64.deb",
+    ]
+
+
+def test_the_debs_label_lists_name_and_version():
+    files = [Path(name) for name in planned_debs(SIMULATION)]
+    assert debs_label(files) == ["binutils-common=2.40-2", "g++-12=12.2.0-14+deb12u1", "libc6=2.36-9+deb12u14",
+                                 "libcrypt-dev=1:4.4.33-2"]
+
+
+def test_doctests():
+    # The root conftest collects the doctests of rewardbox, sandbox and rewards, not images/.
+    assert doctest.testmod(rewardbox.images.languages).failed == 0
