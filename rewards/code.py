@@ -35,7 +35,9 @@ class CodeReward(Reward):
     `limits`, a sample's run deadline grows with its label's test count
     (`Limits.for_tests`). A label whose tests import a module the sandbox's
     image does not hold is unscorable on it, whatever the completion (the
-    dataset's need; `rewardbox.rewards.needed_modules`).
+    dataset's need; `rewardbox.rewards.needed_modules`); so is a label whose
+    program is in a language the sandbox cannot run yet (`RUNNABLE_LANGUAGES`,
+    docs/languages.md).
     """
 
     name = "code"

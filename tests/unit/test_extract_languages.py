@@ -4,7 +4,7 @@ of the table; Python's own result stays what it was."""
 import pytest
 
 from rewardbox.rewards import extract_code
-from rewardbox.sandbox import UnknownLanguage
+from rewardbox.sandbox import LANGUAGES, UnknownLanguage
 
 CPP = "#include <cstdio>\nint main() { puts(\"hi\"); }\n"
 PY = "print('hi')\n"
@@ -80,3 +80,25 @@ def test_python_is_not_cpp():
 def test_an_unknown_language_is_refused():
     with pytest.raises(UnknownLanguage, match="unknown language 'cobol'"):
         extract_code("```cobol\nDISPLAY 'HI'.\n```", language="cobol")
+
+
+HOSTILE = {
+    "spaces-after-int": "int" + " \t" * 500_000,
+    "many-ints": "int " * 250_000,
+    "hash-then-spaces": "#" + " " * 1_000_000,
+    "indented-lines": "   \n" * 250_000,
+    "public-modifiers": "public final abstract " * 50_000 + "x",
+    "fn-spaces": "fn" + " " * 1_000_000 + "x",
+    "package-spaces": "package" + " " * 1_000_000,
+    "static-void": "static void " * 80_000,
+    "class-lines": "class \n" * 150_000,
+}
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_megabyte_of_hostile_text_is_read_in_linear_time_in_every_language(text):
+    for lang in LANGUAGES:
+        found = extract_code(text, language=lang)
+        assert found is None or found.strip()
+        assert lang.source_name(text) == lang.source  # no public class in any of them
