@@ -18,6 +18,7 @@ as rewardbox/debian-base:bookworm, once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import io
 import json
@@ -29,11 +30,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import requests
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox.images import (
@@ -53,10 +56,12 @@ from rewardbox.images import (
 from rewardbox.images.languages import (
     DEBIAN_SUITE,
     DEBS_LABEL,
-    DOCKERFILE,
     FROM_LABEL,
+    INSTALL,
     LANGUAGE_IMAGES,
     LANGUAGE_LABEL,
+    USER,
+    WORKDIR,
     LanguageImage,
 )
 
@@ -536,6 +541,41 @@ def planned_debs(simulation: str) -> list[str]:
     return [f"{name}_{version.replace(':', '%3a')}_{arch}.deb" for name, version, arch in _INST.findall(simulation)]
 
 
+def _install_and_commit(api: docker.APIClient, base: str, stage: Path, tag: str, labels: dict[str, str]) -> None:
+    """Runs INSTALL as root in a container of `base` with no network, the folder
+    `stage` handed in as /tmp/toolchain, and commits the container as `tag`
+    (one layer), running as the sandbox user in /work with `base`'s command and
+    `labels` beyond `base`'s. The container is removed, whatever happens."""
+    import docker
+
+    cmd = (api.inspect_image(base)["Config"] or {}).get("Cmd")  # type: ignore[no-untyped-call]
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        tar.add(stage, arcname="toolchain")
+    container = api.create_container(
+        base, ["sh", "-eu", "-c", INSTALL], user="0:0", working_dir="/", network_disabled=True,
+        name=f"rewardbox-build-{uuid.uuid4().hex[:12]}", host_config=api.create_host_config(network_mode="none"))["Id"]
+    try:
+        api.put_archive(container, "/tmp", archive.getvalue())
+        api.start(container)
+        try:
+            status = api.wait(container, timeout=BUILD_TIMEOUT_S)["StatusCode"]
+        except requests.exceptions.ReadTimeout:
+            raise ImageBuildError(f"the install of the toolchain did not end within {BUILD_TIMEOUT_S} s") from None
+        if status:
+            output = api.logs(container).decode(errors="replace")
+            raise ImageBuildError(f"the install of the toolchain failed (exit status {status}):\n{output[-3000:]}")
+        # The committed config is the container's with these fields replaced: its
+        # command (our install) goes back to the image's, root to the sandbox user.
+        api.commit(container, repository=tag.rsplit(":", 1)[0], tag=tag.rsplit(":", 1)[1],
+                   conf={"Cmd": cmd, "User": USER, "WorkingDir": WORKDIR, "Labels": labels})
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"the engine refused the build: {exc}") from None
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_container(container, force=True)
+
+
 def _host_apt_proxies() -> dict[str, str]:
     """The host apt's proxy settings (the environment's proxies apt takes by itself)."""
     if not shutil.which("apt-config"):
@@ -581,16 +621,14 @@ def build_language_image(language: str, variant: str = "python", packages: Seque
         return BuildResult(tag=tag, built=False)
 
     with tempfile.TemporaryDirectory(prefix="rewardbox-image.") as work:
-        stage = Path(work) / "context"
-        stage.mkdir()
+        stage = Path(work) / "toolchain"
         debs = fetch_debs(entry.packages, _image_dpkg_status(api, python), stage / "debs")
-        (stage / "Dockerfile").write_text(DOCKERFILE)
         (stage / "setup.sh").write_text("".join(f"{line}\n" for line in entry.setup))
-        new_labels = {IMAGE_LABEL: language, LANGUAGE_LABEL: language, FROM_LABEL: python,
-                      DEBS_LABEL: json.dumps(debs_label(debs))}
+        labels = {IMAGE_LABEL: language, LANGUAGE_LABEL: language, FROM_LABEL: python,
+                  DEBS_LABEL: json.dumps(debs_label(debs))}
         size = sum(deb.stat().st_size for deb in debs)
         _log(f"building {tag} on {python}: {len(debs)} Debian packages ({size / 1e6:.0f} MB)")
-        _engine_build(api, stage, tag, python, new_labels)
+        _install_and_commit(api, python, stage, tag, labels)
     _log(f"built {tag}")
     return BuildResult(tag=tag, built=True, base=python)
 

@@ -25,11 +25,13 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "DEBIAN_SUITE",
     "DEBS_LABEL",
-    "DOCKERFILE",
+    "INSTALL",
     "FROM_LABEL",
     "LANGUAGE_IMAGES",
     "LANGUAGE_LABEL",
     "LanguageImage",
+    "USER",
+    "WORKDIR",
     "language_digest",
     "language_of_tag",
 ]
@@ -71,34 +73,32 @@ LANGUAGE_IMAGES: dict[str, LanguageImage] = {
     "cpp": LanguageImage(packages=("g++", "g++-12"), setup=_PCH),
 }
 
-# The toolchain layer on top of the sandbox image, built with no network: the
-# .debs fetched on the host are installed as root (documentation, manuals and
+# The toolchain layer on top of the sandbox image, made in a container of it with
+# no network, as root, then committed (one layer: the .debs handed in are gone
+# from it, where a Dockerfile's COPY would keep their 60 MB in a layer of their
+# own): the .debs fetched on the host are installed (documentation, manuals and
 # translations left out, the copyright files kept), setup runs, setuid and
-# setgid bits are stripped again (a package may bring some), and the image
-# ends as the sandbox user, like the one it is built on.
-DOCKERFILE = """\
-ARG BASE
-FROM ${BASE}
-USER 0:0
-COPY debs/ /tmp/debs/
-COPY setup.sh /tmp/setup.sh
-RUN dpkg -i --path-exclude='/usr/share/doc/*' --path-include='/usr/share/doc/*/copyright' \\
-      --path-exclude='/usr/share/man/*' --path-exclude='/usr/share/info/*' --path-exclude='/usr/share/locale/*' \\
-      /tmp/debs/*.deb \\
- && sh -eu /tmp/setup.sh \\
- && rm -rf /tmp/debs /tmp/setup.sh /var/log/dpkg.log /var/log/apt /var/cache/debconf/*-old \\
- && find / -xdev -perm /6000 -type f -exec chmod a-s {} +
-USER 10001:10001
-WORKDIR /work
+# setgid bits are stripped again (a package may bring some). The image then
+# runs as the sandbox user in /work, like the one it is built on (USER, WORKDIR).
+INSTALL = """\
+dpkg -i --path-exclude='/usr/share/doc/*' --path-include='/usr/share/doc/*/copyright' \\
+  --path-exclude='/usr/share/man/*' --path-exclude='/usr/share/info/*' --path-exclude='/usr/share/locale/*' \\
+  /tmp/toolchain/debs/*.deb
+sh -eu /tmp/toolchain/setup.sh
+rm -rf /tmp/toolchain /var/log/dpkg.log /var/log/apt /var/cache/debconf/*-old
+find / -xdev -perm /6000 -type f -exec chmod a-s {} +
 """
+USER = "10001:10001"
+WORKDIR = "/work"
 
 
 def language_digest(language: str, python: str) -> str:
     """12 hex digits of SHA-256 over what the image is made of: the sandbox
-    image it is built on (its tag `python`), the suite, the packages, the setup
-    and the Dockerfile. A change of any of them names a new image."""
+    image it is built on (its tag `python`), the suite, the packages, the setup,
+    the install script and the image's user and work dir. A change of any of
+    them names a new image."""
     entry = _entry(language)
-    inputs = [python, DEBIAN_SUITE, language, sorted(entry.packages), list(entry.setup), DOCKERFILE]
+    inputs = [python, DEBIAN_SUITE, language, sorted(entry.packages), list(entry.setup), INSTALL, USER, WORKDIR]
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
 
 

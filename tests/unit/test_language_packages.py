@@ -1,7 +1,7 @@
 """The language images' names from what they are made of, and the pure parts of their build.
 
 A language image's tag must change with each of its inputs (the sandbox image
-it is built on, its Debian packages, its setup, the Dockerfile), so a node never
+it is built on, its Debian packages, its setup, the install script, its user), so a node never
 runs a toolchain image built from other ones; the order packages are listed in
 is not an input. apt's plan and file names give the .debs and their label.
 """
@@ -67,10 +67,14 @@ def test_the_order_packages_are_listed_in_does_not_change_the_tag(monkeypatch):
     assert language_tag("cpp") == before
 
 
-def test_the_tag_changes_with_the_dockerfile(monkeypatch):
+@pytest.mark.parametrize(("name", "value"), [
+    ("INSTALL", rewardbox.images.languages.INSTALL.replace("chmod a-s", "true")),
+    ("USER", "0:0"),
+    ("WORKDIR", "/"),
+])
+def test_the_tag_changes_with_the_install_script_and_the_images_user_and_work_dir(monkeypatch, name, value):
     before = language_tag("cpp")
-    monkeypatch.setattr(rewardbox.images.languages, "DOCKERFILE",
-                        rewardbox.images.languages.DOCKERFILE.replace("USER 10001:10001", "USER 0:0"))
+    monkeypatch.setattr(rewardbox.images.languages, name, value)
     assert language_tag("cpp") != before
 
 
@@ -87,11 +91,9 @@ def test_a_language_name_resolves_to_its_image_and_its_hint_is_the_build_command
     assert language_of_tag(image_tag()) is None and language_of_tag("ghcr.io/me/rewardbox/cpp:1") is None
 
 
-def test_the_dockerfile_installs_as_root_and_ends_as_the_sandbox_user():
-    lines = rewardbox.images.languages.DOCKERFILE.splitlines()
-    assert lines[:3] == ["ARG BASE", "FROM ${BASE}", "USER 0:0"]
-    assert lines[-2:] == ["USER 10001:10001", "WORKDIR /work"]
-    assert "-perm /6000 -type f -exec chmod a-s" in rewardbox.images.languages.DOCKERFILE
+def test_the_install_strips_setuid_and_the_image_runs_as_the_sandbox_user_in_work():
+    assert "find / -xdev -perm /6000 -type f -exec chmod a-s {} +" in rewardbox.images.languages.INSTALL.splitlines()
+    assert (rewardbox.images.languages.USER, rewardbox.images.languages.WORKDIR) == ("10001:10001", "/work")
 
 
 def test_apts_plan_gives_the_deb_files_as_apt_names_them():
