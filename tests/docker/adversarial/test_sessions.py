@@ -34,6 +34,9 @@ pytestmark = pytest.mark.core
 # Grown 1 MiB at a time, each page written: resident as it grows.
 HOG = ("import ctypes\nblocks = []\nwhile True:\n    b = bytearray(1 << 20)\n"
        "    ctypes.memset((ctypes.c_char * len(b)).from_buffer(b), 1, len(b))\n    blocks.append(b)\n")
+HOLDING_HOG = ("import ctypes, time\nblocks = []\ntry:\n    while True:\n        b = bytearray(1 << 20)\n"
+               "        ctypes.memset((ctypes.c_char * len(b)).from_buffer(b), 1, len(b))\n        blocks.append(b)\n"
+               "except MemoryError:\n    time.sleep(3600)\n")
 
 
 @pytest.fixture(scope="module", params=RUNTIMES)
@@ -274,9 +277,9 @@ def test_a_memory_hog_ends_only_its_call(box, docker_client):
     with episode(box, docker_client, limits=Limits(memory_mb=128)) as s:
         s.write_file("solution.py", RIGHT)
         began = time.monotonic()
-        hog = s.run(HOG, timeout_s=30)
+        hog = s.run(HOG, timeout_s=60)
         assert hog.verdict is Verdict.OUT_OF_MEMORY, hog
-        assert time.monotonic() - began < 20
+        assert time.monotonic() - began < 40
         hog = s.shell(f"python3 -c {shlex.quote(HOG)}", timeout_s=30)  # a shell's program too
         if _gvisor(box):  # its allocation fails: the program's own exit, as it reports it
             assert (hog.verdict, hog.exit_code, hog.stderr.rstrip().rsplit("\n", 1)[-1]) == \
@@ -291,19 +294,20 @@ def test_memory_hogs_in_parallel_end_the_call_or_the_session_at_once(box, docker
     # Each process is bounded under gVisor, not their sum: two hogs together go past the
     # container's limit, which under gVisor takes the sandbox's kernel down with them.
     with episode(box, docker_client, limits=Limits(memory_mb=128)) as s:
-        two = f"python3 -c {shlex.quote(HOG)} & python3 -c {shlex.quote(HOG)}; wait"
+        # Each holds what it got (a loaded host may start the second after the first ended).
+        two = f"python3 -c {shlex.quote(HOLDING_HOG)} & python3 -c {shlex.quote(HOLDING_HOG)}; wait"
         began = time.monotonic()
-        if not _gvisor(box):
-            assert s.shell(two, timeout_s=30).verdict is Verdict.OUT_OF_MEMORY
+        if not _gvisor(box):  # the OOM killer takes them (no RLIMIT_AS under runc), the session goes on
+            assert s.shell(two, timeout_s=10).verdict is Verdict.OUT_OF_MEMORY
             assert s.run("print(2)").stdout == "2\n"
             return
         with pytest.raises(SessionEnded):
-            s.shell(two, timeout_s=60)
-        assert time.monotonic() - began < 15  # not the call's deadline
+            s.shell(two, timeout_s=120)
+        assert time.monotonic() - began < 40  # not the call's deadline (seconds, on a loaded host)
         began = time.monotonic()
         with pytest.raises(SessionEnded):
             s.run("print(2)")
-        assert time.monotonic() - began < 1
+        assert time.monotonic() - began < 5  # at once: no call reaches the container
 
 
 def test_a_full_disk_then_a_memory_hog_ends_the_call_or_the_session_at_once(box, docker_client):
@@ -320,8 +324,8 @@ def test_a_full_disk_then_a_memory_hog_ends_the_call_or_the_session_at_once(box,
             assert s.run("print(2)").stdout == "2\n"
             return
         with pytest.raises(SessionEnded):
-            s.run(HOG, timeout_s=60)
-        assert time.monotonic() - began < 15  # not the call's deadline
+            s.run(HOG, timeout_s=120)
+        assert time.monotonic() - began < 40  # not the call's deadline (seconds, on a loaded host)
         with pytest.raises(SessionEnded):
             s.run("print(2)")
 
@@ -330,9 +334,9 @@ def test_an_infinite_loop_past_its_deadline_times_out_and_the_session_goes_on(bo
     with episode(box, docker_client) as s:
         s.write_file("solution.py", RIGHT)
         began = time.monotonic()
-        loop = s.run("print('before', flush=True)\nwhile True:\n    pass\n", timeout_s=2)
-        assert (loop.verdict, loop.exit_code, loop.stdout) == (Verdict.TIMEOUT, None, "before\n")
-        assert time.monotonic() - began < 12
+        loop = s.run("print('before', flush=True)\nwhile True:\n    pass\n", timeout_s=5)
+        assert (loop.verdict, loop.exit_code, loop.stdout) == (Verdict.TIMEOUT, None, "before\n"), loop
+        assert time.monotonic() - began < 30  # the deadline, the cleanup, some room for a loaded host
         assert procs(s) == set()
         assert s.run("print('still here')").stdout == "still here\n"
         assert _graded(s.score(ADD_LABEL)) == RIGHT_GRADE
@@ -373,6 +377,6 @@ def test_no_container_is_left_after_idle_expiry(box, docker_client):
         began = time.monotonic()
         with pytest.raises(SessionEnded, match="idle"):
             s.run("print(2)")
-        assert time.monotonic() - began < 1
+        assert time.monotonic() - began < 5  # at once: no call reaches the container
     finally:
         s.close()
