@@ -78,6 +78,7 @@ __all__ = [
     "debian_mirror",
     "fetch_debs",
     "host_debian_mirror",
+    "language_image_current",
     "modules_in_wheel",
     "modules_in_wheel_names",
     "planned_debs",
@@ -598,6 +599,14 @@ def debs_label(debs: Iterable[Path]) -> list[str]:
     return sorted("{}={}".format(*deb.name.split("_")[:2]).replace("%3a", ":") for deb in debs)
 
 
+def language_image_current(labels: dict[str, str], language: str, python: str) -> bool:
+    """Whether an image's labels say it is `language`'s toolchain image built on
+    the sandbox image `python` with every label of ours (the tag alone is not
+    trusted: anything can be tagged so)."""
+    return (labels.get(IMAGE_LABEL) == labels.get(LANGUAGE_LABEL) == language and labels.get(FROM_LABEL) == python
+            and DEBS_LABEL in labels and HARNESS_LABEL in labels)
+
+
 def build_language_image(language: str, variant: str = "python", packages: Sequence[str] = (),
                          requirements: Path | None = None, rebuild: bool = False,
                          api: docker.APIClient | None = None) -> BuildResult:
@@ -616,7 +625,7 @@ def build_language_image(language: str, variant: str = "python", packages: Seque
         labels = api.inspect_image(tag)["Config"].get("Labels") or {}  # type: ignore[no-untyped-call]
     except docker.errors.ImageNotFound:
         labels = {}
-    if labels.get(LANGUAGE_LABEL) == language and labels.get(FROM_LABEL) == python and not rebuild:
+    if language_image_current(labels, language, python) and not rebuild:
         _log(f"{tag} is up to date (--rebuild builds it again)")
         return BuildResult(tag=tag, built=False)
 

@@ -14,7 +14,7 @@ import pytest
 import rewardbox.images.languages
 from rewardbox import __version__
 from rewardbox.images import build_hint, image_tag, language_tag, resolve_image
-from rewardbox.images.build import debs_label, planned_debs
+from rewardbox.images.build import debs_label, language_image_current, planned_debs
 from rewardbox.images.languages import LANGUAGE_IMAGES, LanguageImage, language_of_tag
 
 # `apt-get -s install g++ g++-12` against the lean image, cut down: what it prints.
@@ -114,3 +114,15 @@ def test_the_debs_label_lists_name_and_version():
 def test_doctests():
     # The root conftest collects the doctests of rewardbox, sandbox and rewards, not images/.
     assert doctest.testmod(rewardbox.images.languages).failed == 0
+
+
+def test_an_image_is_current_only_with_every_label_of_a_language_image_built_on_that_sandbox_image():
+    python = image_tag()
+    labels = {"rewardbox.image": "cpp", "rewardbox.language": "cpp", "rewardbox.from": python,
+              "rewardbox.debs": "[]", "rewardbox.harness": "abc"}
+    assert language_image_current(labels, "cpp", python)
+    assert not language_image_current(labels, "cpp", image_tag("scientific"))  # built on another sandbox image
+    assert not language_image_current(labels, "java", python)
+    for missing in labels:  # an image tagged so by hand, or committed from another
+        assert not language_image_current({k: v for k, v in labels.items() if k != missing}, "cpp", python), missing
+    assert not language_image_current({**labels, "rewardbox.image": "python"}, "cpp", python)
