@@ -7,14 +7,17 @@ is not an input. apt's plan and file names give the .debs and their label.
 """
 
 import doctest
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
+import rewardbox.images.build
 import rewardbox.images.languages
 from rewardbox import __version__
 from rewardbox.images import build_hint, image_tag, language_tag, resolve_image
-from rewardbox.images.build import debs_label, language_image_current, planned_debs
+from rewardbox.images.build import ImageBuildError, debs_label, fetch_debs, language_image_current, planned_debs
 from rewardbox.images.languages import LANGUAGE_IMAGES, LanguageImage, language_of_tag
 
 # `apt-get -s install g++ g++-12` against the lean image, cut down: what it prints.
@@ -126,3 +129,94 @@ def test_an_image_is_current_only_with_every_label_of_a_language_image_built_on_
     for missing in labels:  # an image tagged so by hand, or committed from another
         assert not language_image_current({k: v for k, v in labels.items() if k != missing}, "cpp", python), missing
     assert not language_image_current({**labels, "rewardbox.image": "python"}, "cpp", python)
+
+
+# -- fetch_debs with a stand-in apt-get: what it is given, and what it leaves alone --
+
+FAKE_APT = r'''#!{python}
+import json, os, pathlib, re, sys
+config = dict(re.findall(r'^(\S+) "(.*)";$', pathlib.Path(os.environ["APT_CONFIG"]).read_text(), re.M))
+log = pathlib.Path({log!r})
+with log.open("a") as out:
+    out.write(json.dumps({{"args": sys.argv[1:], "config": config,
+                          "status": pathlib.Path(config["Dir::State::status"]).read_text()}}) + "\n")
+plan = {plan!r}
+if "update" in sys.argv:
+    sys.exit({update_status})
+if "-s" in sys.argv:
+    print(plan)
+elif "--download-only" in sys.argv:
+    for name, version, arch in re.findall(r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+) .*\[([\w-]+)\]\)", plan, re.M):
+        pathlib.Path(config["Dir::Cache::Archives"], f"{{name}}_{{version.replace(':', '%3a')}}_{{arch}}.deb").write_text("deb")
+'''
+
+
+@pytest.fixture
+def fake_apt(tmp_path, monkeypatch):
+    """A stand-in apt-get alone on PATH; returns a function writing it with a
+    plan and an update status, and the calls it logged."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt.log"
+    bin_dir.mkdir()
+    keyring = tmp_path / "keyring.gpg"
+    keyring.write_text("key")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("REWARDBOX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(rewardbox.images.build, "DEBIAN_KEYRING", keyring)
+
+    def install(plan: str = SIMULATION, update_status: int = 0):
+        script = bin_dir / "apt-get"
+        script.write_text(FAKE_APT.format(python=sys.executable, log=str(log), plan=plan, update_status=update_status))
+        script.chmod(0o755)
+
+    def calls():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return install, calls
+
+
+def test_fetch_debs_gives_apt_a_state_of_its_own_and_none_of_the_hosts(fake_apt, tmp_path):
+    install, calls = fake_apt
+    install()
+    debs = fetch_debs(["g++-12"], b"Package: libc6\nStatus: install ok installed\n", tmp_path / "debs",
+                      mirror="http://mirror.example/debian")
+    assert [deb.name for deb in debs] == sorted(planned_debs(SIMULATION))
+    assert all(deb.parent == tmp_path / "debs" for deb in debs)
+    made = calls()
+    assert [call["args"] for call in made] == [["-q", "update"], ["-q", "install", "-s", "-y", "g++-12"],
+                                               ["-q", "install", "--download-only", "-y", "g++-12"]]
+    config = made[0]["config"]
+    # The host's apt.conf, apt.conf.d (hooks), sources and preferences are never read.
+    assert config["Dir::Etc::Main"] == config["Dir::Etc::Preferences"] == "/dev/null"
+    private = Path(config["Dir::State"])
+    for key in ("Dir::Etc::Parts", "Dir::Etc::SourceParts", "Dir::Etc::PreferencesParts", "Dir::Etc::SourceList",
+                "Dir::State::status", "Dir::Cache", "Dir::Log"):
+        assert Path(config[key]).is_relative_to(private) and not str(private).startswith(("/etc", "/var")), key
+    assert config["Dir::State::Lists"] == str(tmp_path / "cache" / "apt" / "lists")
+    assert config["Dir::Cache::Archives"] == str(tmp_path / "cache" / "apt" / "archives")
+    assert made[0]["status"] == "Package: libc6\nStatus: install ok installed\n"  # the image's, not the host's
+    assert not private.exists()  # removed after
+
+
+def test_fetch_debs_downloads_nothing_it_has_and_reads_old_lists_when_the_mirror_is_down(fake_apt, tmp_path):
+    install, calls = fake_apt
+    install()
+    fetch_debs(["g++-12"], b"", tmp_path / "first", mirror="http://mirror.example/debian")
+    lists = tmp_path / "cache" / "apt" / "lists"
+    (lists / "mirror_dists_bookworm_main_binary-amd64_Packages").write_text("")
+    install(update_status=100)
+    again = fetch_debs(["g++-12"], b"", tmp_path / "again", mirror="http://mirror.example/debian")
+    assert len(again) == 4
+    assert [call["args"][1] for call in calls()[3:]] == ["update", "install"]  # no --download-only: all cached
+
+
+def test_fetch_debs_says_what_failed(fake_apt, tmp_path):
+    install, _ = fake_apt
+    install(update_status=100)
+    with pytest.raises(ImageBuildError, match="apt-get update from http://mirror.example/debian failed"):
+        fetch_debs(["g++-12"], b"", tmp_path / "debs", mirror="http://mirror.example/debian")
+    install(plan="Remv libc6 [2.36]\n" + SIMULATION)
+    with pytest.raises(ImageBuildError, match="would remove packages of the image"):
+        fetch_debs(["g++-12"], b"", tmp_path / "debs", mirror="http://mirror.example/debian")
+    (tmp_path / "bin" / "apt-get").unlink()
+    with pytest.raises(ImageBuildError, match="fetched on this machine by apt-get"):
+        fetch_debs(["g++-12"], b"", tmp_path / "debs", mirror="http://mirror.example/debian")
