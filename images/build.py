@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import gzip
 import io
 import json
@@ -484,7 +485,10 @@ def fetch_debs(packages: Sequence[str], status: bytes, dest: Path, mirror: str |
     lists, archives = apt / "lists", apt / "archives"
     for folder in (lists / "partial", archives / "partial"):
         folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="rewardbox-apt.") as work:
+    # apt runs without its own locks (they are the host's): two builds at once take turns
+    # on the cached lists and archives instead.
+    with open(apt / "lock", "w") as lock, tempfile.TemporaryDirectory(prefix="rewardbox-apt.") as work:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         root = Path(work)
         (root / "parts").mkdir()
         (root / "status").write_bytes(status)
@@ -528,7 +532,7 @@ def fetch_debs(packages: Sequence[str], status: bytes, dest: Path, mirror: str |
         missing = [name for name in wanted if not (archives / name).is_file()]
         if missing:
             raise ImageBuildError(f"apt-get downloaded, but these files are not in {archives}: {', '.join(missing)}")
-    _copy((archives / name for name in wanted), dest)
+        _copy((archives / name for name in wanted), dest)
     return sorted(dest / name for name in wanted)
 
 
