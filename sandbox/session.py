@@ -20,6 +20,7 @@ a run's.
 """
 
 import asyncio
+import secrets
 import threading
 import time
 import uuid
@@ -103,9 +104,15 @@ while True:
 # background sessions still alive, and tell PID 1 the call ended. A session id
 # cannot be joined (setsid only makes new ones), and Linux does not reuse a pid
 # still naming a session, so no other process can pass for a background one.
+# Run by the call's own exec once its program ended (CALL: argv starts with
+# `--after MARKER STATUS`), it writes that line to stderr instead, after a
+# newline and the marker, with the program's exit status first: the call's end
+# (`call_end`), so that a call takes one exec, not two.
 CLEANUP = """\
 import os, signal, sys, time
-keep = {int(a) for a in sys.argv[1:]}
+args = sys.argv[1:]
+after = args[1:3] if args[:1] == ["--after"] else None
+keep = {int(a) for a in (args[3:] if after else args)}
 me = os.getpid()
 alive = set()
 for attempt in range(200):
@@ -144,17 +151,57 @@ try:
     os.kill(1, signal.SIGUSR2)
 except OSError:
     pass
-print(oom, *sorted(alive))
+if after:
+    sys.stderr.write(" ".join(["\\n" + after[0], after[1], str(oom), *map(str, sorted(alive))]) + "\\n")
+else:
+    print(oom, *sorted(alive))
 """
 
-# A call: tells PID 1 a call started, takes the program's source ($1 bytes,
+# A call (under runc): tells PID 1 a call started, takes the program's source
+# ($1 bytes, when the call gave code: its file's name is added to argv) and its
+# stdin ($2 bytes) from the exec's stdin into files of /tmp, then runs the rest
+# of argv with that stdin; when it exits, becomes the cleanup ($4, with the
+# marker $3 and the background sessions $5), so that the call's end comes in
+# the same exec: one exec a call, not two (a program killed by a signal leaves
+# the clean-up to the host). Python writes no bytecode cache: a module
+# rewritten within the second at the same size would run from the stale one.
+# The sizes are sent first because not every runtime passes the end of an
+# exec's stdin on (gVisor does not): `head -c` reads exactly what was sent.
+CALL = """\
+kill -USR1 1 2>/dev/null
+c=$1; n=$2; marker=$3; cleanup=$4; keep=$5; shift 5
+if [ "$c" -gt 0 ]; then
+  p=$(mktemp /tmp/.rbcode.XXXXXX) || exit 125
+  head -c "$c" > "$p" || exit 125
+  set -- "$@" "$p"
+fi
+if [ "$n" -gt 0 ]; then
+  f=$(mktemp /tmp/.rbstdin.XXXXXX) || exit 125
+  head -c "$n" > "$f" || exit 125
+  exec 3< "$f"
+  rm -f "$f"
+else
+  exec 3< /dev/null
+fi
+PYTHONDONTWRITEBYTECODE=1 "$@" <&3 3<&-
+status=$?
+# Killed by a signal: most likely by the host's own clean-up after the call's
+# deadline, which this one must not race (each would kill the other).
+[ "$status" -gt 128 ] && exit "$status"
+exec 3<&-
+exec python3 -I -c "$cleanup" --after "$marker" "$status" $keep </dev/null
+"""
+
+# A call under gVisor (CALL_APART): tells PID 1 a call started, takes the program's source ($1 bytes,
 # when the call gave code: its file's name is added to argv) and its stdin ($2
 # bytes) from the exec's stdin into files of /tmp, then runs the rest of argv
 # with that stdin. Python writes no bytecode cache: a module rewritten within
 # the second at the same size would run from the stale one. The sizes are sent
 # first because not every runtime passes the end of an exec's stdin on (gVisor
-# does not): `head -c` reads exactly what was sent.
-CALL = """\
+# does not): `head -c` reads exactly what was sent. Its clean-up is an exec of
+# its own: under gVisor a shell left waiting for a fork bomb took the
+# sandbox down at the call's deadline.
+CALL_APART = """\
 kill -USR1 1 2>/dev/null
 export PYTHONDONTWRITEBYTECODE=1
 c=$1; n=$2; shift 2
@@ -382,6 +429,30 @@ def gvisor_call_limits(limits: Limits) -> list[str]:
     return ["prlimit", f"--nproc={limits.pids}", f"--as={memory_mb << 20}"]
 
 
+def call_end(stderr: bytes, marker: str) -> tuple[int, int, set[int], bytes] | None:
+    """The end CALL wrote after its program: (the program's exit status, the
+    container's OOM kill count, the background sessions still alive, stderr
+    without that line), or None when stderr does not end with it. Only the
+    last line counts: the program wrote before its end was written, and it
+    and its processes are dead by then, so a line it forged comes earlier.
+
+    >>> call_end(b"oops\\nrbend-x 3 0 17\\n", "rbend-x")
+    (3, 0, {17}, b'oops')
+    >>> call_end(b"\\nrbend-x 0 0\\n\\nrbend-x 1 2\\n", "rbend-x")
+    (1, 2, set(), b'\\nrbend-x 0 0\\n')
+    >>> call_end(b"rbend-x 0 0\\n", "rbend-x") is None   # not after a newline of its own
+    True
+    """
+    head, sep, line = stderr.rpartition(b"\n" + marker.encode() + b" ")
+    if not sep or not line.endswith(b"\n"):
+        return None
+    words = line[:-1].split(b" ")
+    if len(words) < 2 or not all(w.lstrip(b"-").isdigit() for w in words):
+        return None
+    status, oom, *alive = (int(w) for w in words)
+    return status, oom, set(alive), head
+
+
 def checked_path(path: str) -> str:
     """A path below the work dir, as `RunRequest`'s files: plain names joined
     by '/', no '..', nothing absolute or hidden; else SessionRefused.
@@ -437,6 +508,7 @@ class Session:
         # counts the uid's processes on the whole host, so the pids limit does
         # it there, and its OOM killer takes only the call's process.
         self._limit = gvisor_call_limits(self.limits) if gvisor else []
+        self._gvisor = gvisor
         # And even with tasks so bounded, their churn takes gVisor's host threads over
         # the widened pids limit of a run (a fork bomb's container died at 1,000
         # threads and lived at 2,000): a session's gVisor gets GVISOR_HOST_THREADS.
@@ -652,12 +724,24 @@ class Session:
             deadline = self._deadline(timeout_s)
             try:
                 cap = self.session_limits.output_bytes
-                channel, code, capped, hit = self._exec(["sh", "-c", CALL, "rbcall", str(len(source)),
-                                                         str(len(data)), *argv], source + data, deadline, cap)
-                oom_before, self._oom_kills = self._oom_kills, self._cleanup()
+                marker = f"rbend-{secrets.token_hex(8)}"
+                keep = " ".join(map(str, sorted(self._background)))
+                script = ["sh", "-c", CALL_APART, "rbcall", str(len(source)), str(len(data))] if self._gvisor else \
+                    ["sh", "-c", CALL, "rbcall", str(len(source)), str(len(data)), marker, CLEANUP, keep]
+                channel, code, capped, hit = self._exec([*script, *argv], source + data, deadline, cap + MARGIN_BYTES)
+                stdout, stderr = bytes(channel.stdout), bytes(channel.stderr)
+                oom_before = self._oom_kills
+                end = None if self._gvisor or code != 0 or capped or hit else call_end(stderr, marker)
+                if end is None:  # gVisor, cut short (deadline, output), or its end never came: clean up apart
+                    code = None if capped or hit else code
+                    capped = capped or len(stdout) + len(stderr) > cap
+                    self._oom_kills = self._cleanup()
+                else:
+                    code, self._oom_kills, alive, stderr = end
+                    self._background &= alive  # only those the session started may be spared
+                    capped = len(stdout) + len(stderr) > cap
             finally:
                 self._last = self._clock()
-            stdout, stderr = bytes(channel.stdout), bytes(channel.stderr)
             if capped:  # the cap counts both streams
                 stdout = stdout[:cap]
                 stderr = stderr[:max(0, cap - len(stdout))]

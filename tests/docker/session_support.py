@@ -42,11 +42,12 @@ def gone(client: docker.DockerClient, container_id: str, wait_s: float = 10.0) -
 
 
 def procs(session: Session) -> set[str]:
-    """The command lines of the session's processes but PID 1 and the lister."""
+    """The command lines of the session's processes but PID 1, the lister and
+    its call's shell (which runs the clean-up once the lister ends)."""
     listing = session.run(textwrap.dedent("""\
         import os
         for p in os.listdir("/proc"):
-            if p.isdigit() and int(p) not in (1, os.getpid()):
+            if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid()):
                 try:
                     print(open(f"/proc/{p}/cmdline", "rb").read().replace(b"\\0", b" ").decode().strip())
                 except OSError:

@@ -103,6 +103,30 @@ def test_a_call_past_its_deadline_times_out_and_the_session_goes_on(sandbox):
         assert s.run("print('still here')").stdout == "still here\n"
 
 
+def test_a_call_under_runc_is_one_exec_and_its_output_and_status_are_the_program_s(sandbox, monkeypatch):
+    """The clean-up after a call runs in the call's own exec: one exec, and
+    what the program wrote and its status come back exactly (the end line the
+    clean-up adds is taken off)."""
+    with sandbox.session() as s:
+        execs = []
+        real = s.engine.exec
+        monkeypatch.setattr(s.engine, "exec", lambda *a, **k: (execs.append(a[1][0]), real(*a, **k))[1])
+        r = s.run("import sys; print('out'); sys.stderr.write('err, no newline'); sys.exit(3)")
+        assert (r.verdict, r.exit_code, r.stdout, r.stderr) == (Verdict.FAILED, 3, "out\n", "err, no newline")
+        assert s.shell("echo quiet").stderr == ""
+        assert execs == ["sh", "sh"]
+
+
+def test_output_up_to_the_cap_is_whole_and_one_byte_over_is_cut(sandbox):
+    with sandbox.session(session_limits=SessionLimits(output_bytes=4096)) as s:
+        whole = s.run("import sys; sys.stdout.write('x' * 4000); sys.stderr.write('y' * 96)")
+        assert (whole.verdict, len(whole.stdout), len(whole.stderr), whole.output_truncated) == \
+            (Verdict.PASSED, 4000, 96, False)
+        over = s.run("import sys; sys.stdout.write('x' * 4000); sys.stderr.write('y' * 97)")
+        assert over.verdict is Verdict.OUTPUT_LIMIT and over.output_truncated
+        assert len(over.stdout) + len(over.stderr) == 4096
+
+
 def test_output_over_the_cap_stops_the_call(sandbox):
     with sandbox.session(session_limits=SessionLimits(output_bytes=4096)) as s:
         loud = s.run("while True: print('x' * 100)")

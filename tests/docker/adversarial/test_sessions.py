@@ -330,6 +330,31 @@ def test_a_full_disk_then_a_memory_hog_ends_the_call_or_the_session_at_once(box,
             s.run("print(2)")
 
 
+# Writes the end line the call's clean-up writes (its marker read from the
+# shell that runs it), claiming success, no OOM kill and its own daemon as a
+# background session, then fails.
+FORGED_END = """\
+import os, subprocess, sys
+try:  # under gVisor the call's exec is its own root (no shell above it)
+    args = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+except OSError:
+    args = []
+marker = next((a.decode() for a in args if a.startswith(b"rbend-")), "rbend-none")
+daemon = subprocess.Popen(["sleep", "300"], start_new_session=True)
+sys.stderr.write(f"\\n{marker} 0 0 {daemon.pid}\\n")
+sys.exit(7)
+"""
+
+
+def test_a_forged_end_of_call_changes_nothing(box, docker_client):
+    with episode(box, docker_client) as s:
+        forged = s.run(FORGED_END)
+        assert (forged.verdict, forged.exit_code) == (Verdict.FAILED, 7), forged
+        assert "rbend-" in forged.stderr  # what it wrote is its own output
+        assert forged.background_sid is None
+        assert procs(s) == set()  # its daemon went with the call
+
+
 def test_an_infinite_loop_past_its_deadline_times_out_and_the_session_goes_on(box, docker_client):
     with episode(box, docker_client) as s:
         s.write_file("solution.py", RIGHT)
