@@ -157,18 +157,22 @@ else:
     print(oom, *sorted(alive))
 """
 
-# A call (under runc): tells PID 1 a call started, takes the program's source
-# ($1 bytes, when the call gave code: its file's name is added to argv) and its
-# stdin ($2 bytes) from the exec's stdin into files of /tmp, then runs the rest
-# of argv with that stdin; when it exits, becomes the cleanup ($4, with the
-# marker $3 and the background sessions $5), so that the call's end comes in
-# the same exec: one exec a call, not two (a program killed by a signal leaves
-# the clean-up to the host). Python writes no bytecode cache: a module
-# rewritten within the second at the same size would run from the stale one.
-# The sizes are sent first because not every runtime passes the end of an
-# exec's stdin on (gVisor does not): `head -c` reads exactly what was sent.
+# A call: tells PID 1 a call started, takes the program's source ($1 bytes,
+# when the call gave code: its file's name is added to argv) and its stdin ($2
+# bytes) from the exec's stdin into files of /tmp, then runs the rest of argv
+# with that stdin. Given a clean-up ($4, with the marker $3 and the background
+# sessions $5: under runc), it becomes that clean-up once the program exited,
+# so that the call's end comes in the same exec: one exec a call, not two (a
+# program killed by a signal leaves the clean-up to the host). Without one
+# (under gVisor, where a shell left waiting for a fork bomb took the sandbox
+# down at the call's deadline) it becomes the program, and the host cleans up
+# with an exec of its own. Python writes no bytecode cache: a module rewritten
+# within the second at the same size would run from the stale one. The sizes
+# are sent first because not every runtime passes the end of an exec's stdin
+# on (gVisor does not): `head -c` reads exactly what was sent.
 CALL = """\
 kill -USR1 1 2>/dev/null
+export PYTHONDONTWRITEBYTECODE=1
 c=$1; n=$2; marker=$3; cleanup=$4; keep=$5; shift 5
 if [ "$c" -gt 0 ]; then
   p=$(mktemp /tmp/.rbcode.XXXXXX) || exit 125
@@ -183,42 +187,14 @@ if [ "$n" -gt 0 ]; then
 else
   exec 3< /dev/null
 fi
-PYTHONDONTWRITEBYTECODE=1 "$@" <&3 3<&-
+[ -z "$cleanup" ] && exec "$@" <&3 3<&-
+"$@" <&3 3<&-
 status=$?
 # Killed by a signal: most likely by the host's own clean-up after the call's
 # deadline, which this one must not race (each would kill the other).
 [ "$status" -gt 128 ] && exit "$status"
 exec 3<&-
 exec python3 -I -c "$cleanup" --after "$marker" "$status" $keep </dev/null
-"""
-
-# A call under gVisor (CALL_APART): tells PID 1 a call started, takes the program's source ($1 bytes,
-# when the call gave code: its file's name is added to argv) and its stdin ($2
-# bytes) from the exec's stdin into files of /tmp, then runs the rest of argv
-# with that stdin. Python writes no bytecode cache: a module rewritten within
-# the second at the same size would run from the stale one. The sizes are sent
-# first because not every runtime passes the end of an exec's stdin on (gVisor
-# does not): `head -c` reads exactly what was sent. Its clean-up is an exec of
-# its own: under gVisor a shell left waiting for a fork bomb took the
-# sandbox down at the call's deadline.
-CALL_APART = """\
-kill -USR1 1 2>/dev/null
-export PYTHONDONTWRITEBYTECODE=1
-c=$1; n=$2; shift 2
-if [ "$c" -gt 0 ]; then
-  p=$(mktemp /tmp/.rbcode.XXXXXX) || exit 125
-  head -c "$c" > "$p" || exit 125
-  set -- "$@" "$p"
-fi
-if [ "$n" -gt 0 ]; then
-  f=$(mktemp /tmp/.rbstdin.XXXXXX) || exit 125
-  head -c "$n" > "$f" || exit 125
-  exec < "$f"
-  rm -f "$f"
-else
-  exec < /dev/null
-fi
-exec "$@"
 """
 
 # Runs the source file named by its last argument as `python3 -c` would (the
@@ -726,9 +702,9 @@ class Session:
                 cap = self.session_limits.output_bytes
                 marker = f"rbend-{secrets.token_hex(8)}"
                 keep = " ".join(map(str, sorted(self._background)))
-                script = ["sh", "-c", CALL_APART, "rbcall", str(len(source)), str(len(data))] if self._gvisor else \
-                    ["sh", "-c", CALL, "rbcall", str(len(source)), str(len(data)), marker, CLEANUP, keep]
-                channel, code, capped, hit = self._exec([*script, *argv], source + data, deadline, cap + MARGIN_BYTES)
+                channel, code, capped, hit = self._exec(
+                    ["sh", "-c", CALL, "rbcall", str(len(source)), str(len(data)), marker,
+                     "" if self._gvisor else CLEANUP, keep, *argv], source + data, deadline, cap + MARGIN_BYTES)
                 stdout, stderr = bytes(channel.stdout), bytes(channel.stderr)
                 oom_before = self._oom_kills
                 end = None if self._gvisor or code != 0 or capped or hit else call_end(stderr, marker)
