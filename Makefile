@@ -7,10 +7,11 @@ TRAINERS_VENV := .venv-trainers
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' rewardbox/__init__.py)
 # The lean sandbox image's tag: the version and the digest of the harness (rewardbox.images).
 IMAGE = $(shell $(BIN)/python -c 'from rewardbox.images import image_tag; print(image_tag())')
-# The toolchain images `make sandbox-image` builds beside the lean one (LANGUAGES=cpp); `make language-images`
-# builds every language that has an image so far (rewardbox.images.languages).
+# The toolchain images `make sandbox-image` builds beside the lean one (LANGUAGES="cpp java"); `make language-images`
+# builds every language that has an image (rewardbox.images.languages: cpp, java, javascript, go, rust; cpp20 is
+# cpp's), read when the recipe runs, once the package is installed.
 LANGUAGES ?=
-ALL_LANGUAGES := cpp
+ALL_LANGUAGES = $(shell $(BIN)/python -c 'from rewardbox.images.languages import LANGUAGE_IMAGES; print(*LANGUAGE_IMAGES)')
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck engine gvisor sandbox-image scientific-image language-images service-image image-if-missing trainers-env demo test test-unit test-docker test-ray test-trainers soak bench docs clean
@@ -40,11 +41,11 @@ engine: ## make sure a Docker engine runs (installs and starts one if root on De
 gvisor: sandbox-image ## install and register the gVisor runtime runsc (Debian's runsc; dockerd reloaded, never restarted)
 	@IMAGE=$(IMAGE) bash scripts/ensure-gvisor.sh
 
-sandbox-image: engine $(BIN)/rewardbox ## build the sandbox image rewardbox/python:<version>-<harness digest> (rewardbox image build; seconds when nothing changed), and LANGUAGES="cpp" toolchain images
+sandbox-image: engine $(BIN)/rewardbox ## build the sandbox image rewardbox/python:<version>-<harness digest> (rewardbox image build; seconds when nothing changed), and LANGUAGES="cpp java" toolchain images
 	@$(BIN)/rewardbox image build >/dev/null
 	@for language in $(LANGUAGES); do $(BIN)/rewardbox image build --language $$language >/dev/null || exit 1; done
 
-language-images: engine $(BIN)/rewardbox ## build the toolchain images rewardbox/<language>:<version>-<digest> (now: cpp) from Debian's packages, fetched on the host
+language-images: engine $(BIN)/rewardbox ## build the toolchain images rewardbox/<language>:<version>-<digest> (cpp, java, javascript, go, rust) from Debian's packages, fetched on the host
 	@$(MAKE) --no-print-directory sandbox-image LANGUAGES="$(ALL_LANGUAGES)"
 
 scientific-image: engine $(BIN)/rewardbox ## build the scientific sandbox image (rewardbox image build --variant scientific: numpy, scipy, pandas, sympy, ...)
@@ -96,10 +97,11 @@ soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full conc
 	@mkdir -p bench/results
 	$(BIN)/python bench/soak.py --runs 2000 --json bench/results/soak.json
 
-bench: install sandbox-image ## scoring modes side by side on HumanEval (bench/README.md); BENCH_ARGS="--samples 24" for a short run
+bench: install sandbox-image language-images ## scoring modes side by side on HumanEval, then the compiled languages (bench/README.md); BENCH_ARGS="--samples 24" for a short run
 	$(BIN)/python bench/bench.py --workers 2 --json bench/results/bench.json $(BENCH_ARGS)
 	$(BIN)/python bench/hostile_text.py --json bench/results/hostile_text.json
 	$(BIN)/python bench/sessions.py --json bench/results/sessions.json
+	$(BIN)/python bench/languages.py --workers 2 --json bench/results/languages.json
 
 clean: ## remove the virtual environment and build leftovers
 	rm -rf $(VENV) $(TRAINERS_VENV) build dist *.egg-info examples/results.jsonl

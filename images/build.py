@@ -762,6 +762,8 @@ def _list(args: argparse.Namespace) -> int:
         if labels.get(IMAGE_LABEL) != "python" and labels.get(IMAGE_LABEL) not in LANGUAGE_IMAGES:
             continue
         for reference in image.get("RepoTags") or []:
+            if reference == "<none>:<none>":  # an image a rebuild took the tag from: the engine lists it so
+                continue
             manifest = image_manifest(reference, api)
             if manifest is None:
                 continue

@@ -27,6 +27,7 @@ __all__ = [
     "DEBS_LABEL",
     "INSTALL",
     "FROM_LABEL",
+    "JAVAC_JVM_FLAGS",
     "LANGUAGE_IMAGES",
     "LANGUAGE_LABEL",
     "LanguageImage",
@@ -68,19 +69,79 @@ _PCH = (
     'chmod -R a-w,a+rX "$bits/stdc++.h.gch"',
 )
 
+# javac's JVM flags in the sandbox's language table (rewardbox.sandbox.languages' java compile
+# argv, which this package cannot import: tests/unit/test_language_packages.py holds them equal).
+JAVAC_JVM_FLAGS = ("-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1")
+# A program that makes javac load what contest code needs of it: generics, lambdas and method
+# references, streams, records, switch expressions, var, nested, anonymous and enum classes.
+_JAVA_WARM_UP = (
+    "import java.io.*;", "import java.util.*;", "import java.util.function.*;", "import java.util.stream.*;",
+    "public class Main {",
+    "    record Pair(long a, long b) implements Comparable<Pair> {",
+    "        public int compareTo(Pair o) { return Long.compare(a, o.a); } }",
+    "    enum Op { ADD, MUL }",
+    "    static <T extends Comparable<T>> T best(List<T> xs) { return Collections.max(xs); }",
+    "    public static void main(String[] args) throws IOException {",
+    "        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));",
+    "        var st = new StringTokenizer(\"3 1 2\");",
+    "        List<Pair> ps = new ArrayList<>();",
+    "        while (st.hasMoreTokens()) { long x = Long.parseLong(st.nextToken()); ps.add(new Pair(x, x * x)); }",
+    "        Map<Long, List<Pair>> by = ps.stream().collect(Collectors.groupingBy(p -> p.a() % 2));",
+    "        Function<Long, Long> f = x -> switch (Op.values()[(int) (x % 2)]) { case ADD -> x + 1; case MUL -> x * 2; };",
+    "        Runnable r = new Runnable() { public void run() { System.out.println(best(ps)); } };",
+    "        r.run();",
+    "        PriorityQueue<int[]> pq = new PriorityQueue<>((u, v) -> Integer.compare(u[0], v[0]));",
+    "        pq.add(new int[] {1, 2});",
+    "        StringBuilder sb = new StringBuilder();",
+    "        IntStream.range(0, 3).mapToObj(Integer::toString).forEach(sb::append);",
+    "        System.out.printf(\"%s %d %s%n\", by.keySet(), f.apply(3L), sb);",
+    "    }",
+    "}",
+)
+# A class data sharing archive of the classes javac loads (the JDK's own list of the JVM's
+# start-up classes and javac's, recorded compiling the program above with the sandbox's flags),
+# dumped over the JDK's default archive, which every `java` and `javac` maps read-only without a
+# flag: javac starts in ~0.35 s instead of ~0.5 s. Dumped with the serial collector the runs use
+# (no archived heap objects: the JDK maps those with G1 only). A JVM whose flags do not fit the
+# archive runs without it, never differently.
+_JAVA_CDS = (
+    'jdk="$(dirname "$(dirname "$(readlink -f /usr/bin/javac)")")"',  # /usr/lib/jvm/java-17-openjdk-<arch>
+    'cd "$(mktemp -d)"',
+    "printf '%s\\n' " + " ".join("'" + line.replace("'", "'\\''") + "'" for line in _JAVA_WARM_UP) + " > Main.java",
+    f"javac -encoding UTF-8 -proc:none {' '.join(JAVAC_JVM_FLAGS)} -J-XX:DumpLoadedClassList=javac.classlist Main.java",
+    'cat "$jdk/lib/classlist" javac.classlist > all.classlist',
+    'java -Xshare:dump -XX:+UseSerialGC -XX:SharedClassListFile=all.classlist'
+    ' -XX:SharedArchiveFile="$jdk/lib/server/classes.jsa" > /dev/null',
+    'chmod a+r,a-w "$jdk/lib/server/classes.jsa"',
+    'cd / && rm -rf "$OLDPWD"',
+)
+
 LANGUAGE_IMAGES: dict[str, LanguageImage] = {
     # g++-12 is bookworm's C++17/C++20 compiler; `g++` gives it its usual command names (g++, gcc, cpp).
     "cpp": LanguageImage(packages=("g++", "g++-12"), setup=_PCH),
+    # javac and java 17 (ca-certificates-java's postinst builds the JDK's cacerts from the image's
+    # certificates, offline).
+    "java": LanguageImage(packages=("openjdk-17-jdk-headless",), setup=_JAVA_CDS),
+    # Debian's own node (18.x), whatever node the host has: apt resolves against Debian's mirror only.
+    "javascript": LanguageImage(packages=("nodejs",)),
+    # golang-go gives golang-1.19-go its command names (/usr/bin/go). The package's prebuilt
+    # standard library is not stale for the table's CGO_ENABLED=0 (but net and os/user), so a build
+    # with an empty GOCACHE compiles only the program (~0.1-0.25 s): no cache is prebuilt.
+    "go": LanguageImage(packages=("golang-go", "golang-1.19-go")),
+    # rustc 1.85 (Provides: rustc; bookworm's rustc is 1.63); gcc comes as its dependency, its linker.
+    "rust": LanguageImage(packages=("rustc-web",)),
 }
 
 # The toolchain layer on top of the sandbox image, made in a container of it with
 # no network, as root, then committed (one layer: the .debs handed in are gone
 # from it, where a Dockerfile's COPY would keep their 60 MB in a layer of their
 # own): the .debs fetched on the host are installed (documentation, manuals and
-# translations left out, the copyright files kept), setup runs, setuid and
+# translations left out, the copyright files kept; man1 made all the same, where
+# update-alternatives links the JDK's pages and fails if it is missing), setup runs, setuid and
 # setgid bits are stripped again (a package may bring some). The image then
 # runs as the sandbox user in /work, like the one it is built on (USER, WORKDIR).
 INSTALL = """\
+mkdir -p /usr/share/man/man1
 dpkg -i --path-exclude='/usr/share/doc/*' --path-include='/usr/share/doc/*/copyright' \\
   --path-exclude='/usr/share/man/*' --path-exclude='/usr/share/info/*' --path-exclude='/usr/share/locale/*' \\
   /tmp/toolchain/debs/*.deb

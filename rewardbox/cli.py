@@ -34,7 +34,8 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 GZIP_MAGIC = b"\x1f\x8b"
 # The flags that set a key of the settings: each has the key's name, and
 # defaults to None so that an unset flag leaves the key to the settings.
-SETTING_FLAGS = ("image", "mode", "runtime", "workers", "reuse", "timeout_s", "memory_mb", "ray", "reward",
+SETTING_FLAGS = ("image", "language_images", "language", "mode", "runtime", "workers", "reuse", "timeout_s", "memory_mb",
+                 "ray", "reward",
                  "max_waiting", "max_held", "max_completion_bytes", "max_sessions", "session_idle_s",
                  "session_lifetime_s", "warm_sessions")
 
@@ -134,6 +135,11 @@ def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--image", default=None,
                          help="sandbox image: a variant name (python, scientific) or an image reference "
                               "(default: python, the lean image)")
+    command.add_argument("--language-images", metavar="LANG=IMAGE,...", default=None,
+                         help="images of other languages than Python (default: each one's toolchain image built "
+                              "here by `rewardbox image build --language LANG`)")
+    command.add_argument("--language", default=None,
+                         help="the language of a stdio label that names none (default: python)")
     command.add_argument("--runtime", default=None, help="OCI runtime, e.g. runsc for gVisor")
     command.add_argument("--mode", choices=MODES, default=None,
                          help="pooled: warm containers serving many samples each, from a clean slate (fastest, the "
@@ -306,7 +312,8 @@ def _serve(args: argparse.Namespace) -> int:
     sandbox = _sandbox(settings)
     try:
         _ = sandbox.sandbox  # made now: a missing engine fails at start, not at the first request
-        registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
+        registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits,
+                                       language=settings.language)
         build_reward(settings, registry=registry)  # an unknown default fails at start, not at the first request
         serve(create_app(Service(registry, sandbox, server_settings(settings))), sandbox, host=args.host,
               port=args.port, log_level="info" if args.verbose else "warning")

@@ -42,6 +42,7 @@ from rewardbox.rewards.server.config import (
     ServerSettings,
 )
 from rewardbox.sandbox.config import DEFAULT_MODE, Mode, SandboxConfig
+from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE
 
@@ -121,6 +122,8 @@ class Settings(BaseSettings):
     | memory_mb | REWARDBOX_MEMORY_MB | 512 |
     | retry_s | REWARDBOX_RETRY_S | 60 |
     | ray | REWARDBOX_RAY | unset: this machine's engine |
+    | language_images | REWARDBOX_LANGUAGE_IMAGES | each language's toolchain image built here |
+    | language | REWARDBOX_LANGUAGE | python |
     | reward | REWARDBOX_REWARD | correctness |
     | format_weight | REWARDBOX_FORMAT_WEIGHT | 0 |
     | timeout_reward | REWARDBOX_TIMEOUT_REWARD | -0.5 |
@@ -167,7 +170,12 @@ class Settings(BaseSettings):
     ray: str | None = Field(None, min_length=1, description=(
         "run the samples on the sandbox nodes of a Ray cluster: `auto` (the cluster this machine belongs to) or "
         "an address; needs `rewardbox[ray]`; unset: this machine's engine"))
+    language_images: str | None = Field(None, min_length=1, description=(
+        "the images of other languages than Python, `cpp=registry/cpp:tag,java=...` (a TOML table too); a "
+        "language not named runs in its toolchain image, built by `rewardbox image build --language NAME`"))
     # The reward.
+    language: str = Field("python", min_length=1, description=(
+        "the language of a stdio label that names none (APPS and TACO rows carry none); a label's own wins"))
     reward: str = Field("correctness", min_length=1, description=(
         "a registered reward or a weighted mix such as `correctness=0.9,format_one_code_block=0.1`"))
     format_weight: float = Field(0.0, ge=0, lt=1, description=(
@@ -207,6 +215,26 @@ class Settings(BaseSettings):
             "service's, and the trainer adapters' (verl's tools, AgentFly's resource, OpenRLHF's agent); 0: none"))
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("language_images", mode="before")
+    @classmethod
+    def _language_images(cls, value: Any) -> Any:
+        """Kept as `name=image,...` with each language's own name; checked here."""
+        if isinstance(value, dict):  # a TOML table
+            value = ",".join(f"{k}={v}" for k, v in value.items())
+        if isinstance(value, str):
+            return ",".join(f"{k}={v}" for k, v in language_image_map(value).items()) or None
+        return value
+
+    @property
+    def language_image_map(self) -> dict[str, str]:
+        """`language_images` as a map of language name to image."""
+        return language_image_map(self.language_images or "")
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        return language(value).name
 
     @field_validator("feedback_template")
     @classmethod
@@ -315,6 +343,26 @@ def _file_layer(path: str | None) -> tuple[dict[str, Any], str]:
     return data, source
 
 
+def language_image_map(text: str) -> dict[str, str]:
+    """`cpp=registry/cpp:tag,java=x` as {"cpp": "registry/cpp:tag", "java": "x"},
+    each language by its own name; ValueError for an unknown language, Python
+    (its image is `image`), or an entry without `=` or an image.
+
+    >>> language_image_map(" C++ = r/cpp:1 , golang=r/go:2 ")
+    {'cpp': 'r/cpp:1', 'go': 'r/go:2'}
+    """
+    images: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, image = (part.strip() for part in entry.partition("="))
+        if not sep or not name or not image:
+            raise ValueError(f"{entry!r} is not `language=image`")
+        canonical = language(name).name  # UnknownLanguage (a ValueError) names the known ones
+        if canonical == "python":
+            raise ValueError("Python runs in `image`, not in `language_images`")
+        images[canonical] = image
+    return images
+
+
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
@@ -385,6 +433,7 @@ class _GivenSandboxFields(TypedDict, total=False):
     reuse: int
     limits: Limits
     ray: str
+    images: dict[str, str]
 
 
 def sandbox_config(settings: Settings, default_workers: int | None = None) -> SandboxConfig:
@@ -399,6 +448,8 @@ def sandbox_config(settings: Settings, default_workers: int | None = None) -> Sa
         given["reuse"], given["limits"] = settings.reuse, settings.limits
     if settings.ray:
         given["ray"] = settings.ray
+    if settings.language_images:
+        given["images"] = settings.language_image_map
     return SandboxConfig(mode=settings.mode, image=settings.image_tag, runtime=settings.runtime,
                          retry_s=settings.retry_s, **given)
 
@@ -467,7 +518,8 @@ def build_reward(settings: Settings, sandbox: SandboxBackend | None = None, regi
     from rewardbox.rewards.registry import UnknownRewardError, configured_registry
 
     if registry is None:
-        registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits)
+        registry = configured_registry(sandbox=sandbox, policy=settings.policy, limits=settings.limits,
+                                       language=settings.language)
     spec = reward_spec(settings)
     try:
         return registry.resolve(spec)

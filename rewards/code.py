@@ -13,12 +13,13 @@ import docker
 from rewardbox.images import VARIANTS, image_manifest
 from rewardbox.rewards.base import Reward, RewardOutput, Sample
 from rewardbox.rewards.grade import Grade, grade, grade_no_code
-from rewardbox.rewards.label_formats import CodeLabel, LabelError, MathLabel
+from rewardbox.rewards.label_formats import CodeLabel, LabelError, MathLabel, StdioLabel
 from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.needed_modules import missing_modules_error, needed_modules
 from rewardbox.rewards.policy import GradingPolicy
 from rewardbox.rewards.safe_json import plain
-from rewardbox.sandbox import LazySandbox, Limits, Sandbox, SandboxBackend, SandboxError, language
+from rewardbox.sandbox import ImageMissing, LazySandbox, Limits, Sandbox, SandboxBackend, SandboxError
+from rewardbox.sandbox import language as language_entry
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -36,18 +37,20 @@ class CodeReward(Reward):
     (`Limits.for_tests`). A label whose tests import a module the sandbox's
     image does not hold is unscorable on it, whatever the completion (the
     dataset's need; `rewardbox.rewards.needed_modules`); so is a label whose
-    program is in a language the sandbox cannot run yet (`RUNNABLE_LANGUAGES`,
-    docs/languages.md).
+    program is in a language whose image the engine lacks (docs/languages.md).
     """
 
     name = "code"
 
     def __init__(self, sandbox: SandboxBackend | None = None, policy: GradingPolicy | None = None,
-                 limits: Limits | None = None):
+                 limits: Limits | None = None, language: str = "python"):
+        """`language`: the language of a stdio label that names none (APPS and
+        TACO rows carry none: the trainer's choice); a label's own wins."""
         self._owns_sandbox = sandbox is None
         self.sandbox = sandbox if sandbox is not None else LazySandbox()
         self.policy = policy or GradingPolicy()
         self.limits = limits or Limits()
+        self.language = language_entry(language).name
 
     def close(self) -> None:
         """Closes the sandbox if this reward made it (not one it was given)."""
@@ -82,8 +85,8 @@ class CodeReward(Reward):
             return _unusable(sample, f"rewardbox could not read this sample: {type(exc).__name__}: {exc}"[:2000])
 
     def submit_label(self, label: CodeLabel, sample: Sample) -> "Future[Grade]":
-        if (name := label.code_language()) not in RUNNABLE_LANGUAGES:
-            return _unusable(sample, language_unavailable_error(name), label.kind)
+        if isinstance(label, StdioLabel) and self.language != "python" and "language" not in label.model_fields_set:
+            label = label.in_language(self.language)
         if needed := needed_modules(label):
             image = _sandbox_image(self.sandbox)
             held = IMAGE_MODULES.modules(*image) if image else None
@@ -98,26 +101,14 @@ class CodeReward(Reward):
             request = label.request(code, self.limits.for_tests(label.expected.total), sample.prompt)
         except (TypeError, ValueError) as exc:  # e.g. label values that are not JSON data
             return _unusable(sample, f"bad {label.kind} label: {exc}", label.kind)
-        return _then(self.sandbox.submit(request),
-                     lambda run: grade(run, label.expected, self.policy).model_copy(update={"kind": label.kind}))
-
-
-# The languages the sandbox runs today: the Python image's. The others' images and
-# the harness's compile phase come next (issue 23); until then their labels are
-# unscorable, as a module the image lacks is, never a penalty of the model's.
-RUNNABLE_LANGUAGES = frozenset({"python"})
-
-
-def language_unavailable_error(name: str) -> str:
-    """Why a label in the language `name` cannot be graded yet.
-
-    >>> print(language_unavailable_error("cpp"))
-    the label's program is in cpp, whose sandbox image (rewardbox/cpp) is not built yet: rewardbox runs \
-only python programs today (the dataset's need, not the model's fault; docs/languages.md)
-    """
-    return (f"the label's program is in {name}, whose sandbox image ({language(name).image}) is not built yet: "
-            f"rewardbox runs only {', '.join(sorted(RUNNABLE_LANGUAGES))} programs today (the dataset's need, "
-            "not the model's fault; docs/languages.md)")
+        future = self.sandbox.submit(request)
+        graded = _then(future, lambda run: grade(run, label.expected, self.policy).model_copy(
+            update={"kind": label.kind}))
+        if request.language == "python":
+            return graded
+        # Another language's image may not be on the engine (the sandbox names its
+        # build command): the dataset's need, not the model's fault, so unscored.
+        return _or_unusable(graded, ImageMissing, sample, label.kind)
 
 
 def output(g: Grade) -> RewardOutput:
@@ -197,6 +188,25 @@ def _done(value: T) -> "Future[T]":
     future: Future[T] = Future()
     future.set_result(value)
     return future
+
+
+def _or_unusable(source: "Future[Grade]", error: type[BaseException], sample: Sample,
+                 kind: str | None) -> "Future[Grade]":
+    """`source`, or an unusable grade naming the exception when it raised `error`."""
+    target: Future[Grade] = Future()
+
+    def chain(f: "Future[Grade]") -> None:
+        exc = f.exception()
+        if exc is None:
+            target.set_result(f.result())
+        elif isinstance(exc, error):
+            log.error("sample %s: unusable label: %s", sample.id, exc)
+            target.set_result(Grade(reward=None, score=None, verdict=None, error=str(exc), kind=kind))
+        else:
+            target.set_exception(exc)
+
+    source.add_done_callback(chain)
+    return target
 
 
 def _then(source: "Future[T]", then: Callable[[T], U]) -> "Future[U]":

@@ -253,10 +253,10 @@ class Registry:
 
 
 def register_builtins(registry: Registry, sandbox: "SandboxBackend | None" = None, policy: "GradingPolicy | None" = None,
-                      limits: "Limits | None" = None) -> None:
+                      limits: "Limits | None" = None, language: str = "python") -> None:
     """Registers the built-in rewards, as factories: nothing is built until
     asked for. `code` and `correctness` share one `CodeReward` (one bound on
-    containers), made with the given sandbox, policy and limits."""
+    containers), made with the given sandbox, policy, limits and default language."""
     registry.register("format_think_answer", FormatReward.think_answer)
     registry.register("format_one_code_block", FormatReward.one_code_block)
     registry.register("length", LengthReward)
@@ -264,7 +264,7 @@ def register_builtins(registry: Registry, sandbox: "SandboxBackend | None" = Non
     def code() -> Reward:
         from rewardbox.rewards.code import CodeReward
 
-        return CodeReward(sandbox, policy, limits)
+        return CodeReward(sandbox, policy, limits, language)
 
     def math_reward() -> Reward:
         from rewardbox.rewards.math import MathReward
@@ -282,11 +282,12 @@ def register_builtins(registry: Registry, sandbox: "SandboxBackend | None" = Non
 
 
 def configured_registry(sandbox: "SandboxBackend | None" = None, policy: "GradingPolicy | None" = None,
-                        limits: "Limits | None" = None) -> Registry:
-    """Built-ins made with this sandbox, policy and limits; other names (your
-    `@reward` functions) come from the default registry."""
+                        limits: "Limits | None" = None, language: str = "python") -> Registry:
+    """Built-ins made with this sandbox, policy, limits and default language
+    (a stdio label's that names none); other names (your `@reward` functions)
+    come from the default registry."""
     registry = Registry(fallback=default_registry)
-    register_builtins(registry, sandbox, policy, limits)
+    register_builtins(registry, sandbox, policy, limits, language)
     return registry
 
 

@@ -1,6 +1,7 @@
 """SandboxFusion's `/run_code`, as verl's built-in code scoring calls it: the
-request and response models and the mapping to and from a sandbox run. Pure:
-no HTTP, no Docker.
+request and response models and the mapping to and from a sandbox run, for
+every language of rewardbox's table (`rewardbox.sandbox.languages`). Pure: no
+HTTP, no Docker.
 
 The models follow SandboxFusion's own (`sandbox/server/sandbox_api.py`:
 `RunCodeRequest`, `RunStatus`, `RunCodeResponse`; `sandbox/runners/types.py`:
@@ -11,6 +12,8 @@ and `fetch_files` ([]), and reads `status`, `compile_result` and
 `run_result.{status, stdout, stderr, return_code, execution_time}`:
 
     status "SandboxError"                                 -> -1 (sandbox error)
+    "Failed", compile_result "TimeLimitExceeded", or
+              "Finished" + return_code != 0               -> -4 (compile error)
     "Failed", run_result.status "TimeLimitExceeded"       -> -3 (timeout)
     "Failed", run_result "Error" or "Finished" + code != 0 -> -2 (runtime error)
     "Success", run_result "Finished"                      -> stdout compared
@@ -25,6 +28,8 @@ Python raised MemoryError first.
     >>> body = RunCodeRequest(code="print(input())", stdin="7", language="python", run_timeout=3)
     >>> run_request(body).limits.timeout_s
     3.0
+    >>> run_request(RunCodeRequest(code="public class Solution {}", language="java")).program
+    'Solution.java'
     >>> refused("no").model_dump(mode="json")["status"]
     'SandboxError'
 """
@@ -37,10 +42,14 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewardbox.sandbox import Limits, RunRequest, RunResult, Verdict
-from rewardbox.sandbox.models import MAX_PROGRAM_OUTPUT_BYTES
+from rewardbox.sandbox.languages import LANGUAGES as TABLE
+from rewardbox.sandbox.languages import Language, language
+from rewardbox.sandbox.models import MAX_PROGRAM_OUTPUT_BYTES, CompileResult
 
-LANGUAGES = ("python", "python3")
-CODE_FILE = "main.py"
+# Every spelling of the table's languages (SandboxFusion's `python`, `cpp`, `nodejs`, `go`, `java` and
+# `rust` among them), as written there: SandboxFusion's names are case-sensitive too.
+LANGUAGES: tuple[str, ...] = tuple(alias for lang in TABLE for alias in lang.aliases)
+CODE_FILE = "main.py"  # Python's code file (SandboxFusion: a temporary *.py); see `code_file`
 SIGKILL_RETURN_CODE = -9  # how a killed child's status reads in Python, as SandboxFusion reports it
 
 
@@ -72,7 +81,7 @@ class RunCodeRequest(BaseModel):
 
     code: str
     language: str
-    compile_timeout: float = Field(10, description="for compiled languages; Python has no compile step")
+    compile_timeout: float = Field(10, description="for compiled languages; Python and JavaScript have no compile step")
     run_timeout: float = 10
     memory_limit_MB: int = Field(-1, description="-1: no limit asked; the server's ceiling applies")
     stdin: str | None = None
@@ -98,6 +107,7 @@ class RunCodeSettings(BaseModel):
     limits: Limits = Field(Limits(output_bytes=MAX_PROGRAM_OUTPUT_BYTES),
                            description="every other limit of a run; timeout and memory come from the request")
     max_run_timeout_s: float = Field(300.0, gt=0, description="a longer run_timeout is cut to this")
+    max_compile_timeout_s: float = Field(60.0, gt=0, description="a longer compile_timeout is cut to this")
     max_memory_mb: int = Field(2048, ge=32, description="a larger memory_limit_MB, or none (-1), gets this")
     max_stdin_bytes: int = Field(8 << 20, ge=0, description="a larger stdin is refused")
     max_files_bytes: int = Field(8 << 20, ge=0, description="more decoded `files` than this are refused")
@@ -108,33 +118,72 @@ class RunCodeRefused(ValueError):
     request it cannot run: status SandboxError and the reason as message."""
 
 
+def supported() -> str:
+    """The languages this server runs, each with its other spellings.
+
+    >>> supported().split("; ")[:2]
+    ['python (python3, py)', 'cpp (c++, cc, cxx, cpp17, c++17)']
+    """
+    return "; ".join(lang.name + (f" ({', '.join(a for a in lang.aliases if a != lang.name)})"
+                                  if len(lang.aliases) > 1 else "") for lang in TABLE)
+
+
+def request_language(name: str) -> Language:
+    """The table's language that `name` spells (exactly, as SandboxFusion
+    matches its names), or `RunCodeRefused` naming those this server runs:
+    SandboxFusion's others (php, csharp, typescript, pytest, ...) are not run here."""
+    if name not in LANGUAGES:
+        raise RunCodeRefused(f"language {name!r} is not supported: this rewardbox server runs {supported()}")
+    return language(name)
+
+
+def code_file(lang: Language, code: str) -> str:
+    """The file the code is written to: Python's `main.py`, else the
+    language's source file (`Language.source_name`). SandboxFusion writes Java
+    to Main.java whatever the code; here it is named after its public class,
+    so that `public class Solution` compiles too (javac refuses it in Main.java).
+
+    >>> code_file(language("cpp"), "int main() {}"), code_file(language("python"), "")
+    ('main.cpp', 'main.py')
+    """
+    return CODE_FILE if lang.name == "python" else lang.source_name(code)
+
+
 def run_request(body: RunCodeRequest, settings: RunCodeSettings | None = None) -> RunRequest:
     """The sandbox run for a `/run_code` request, or `RunCodeRefused`.
 
-    The code is written as `main.py` in the work dir and run there as
-    `python3 main.py` (SandboxFusion: a temporary `*.py` in a temporary dir), the
-    `files` beside it. Limits: `run_timeout` is the program's deadline (cut to
-    the server's maximum), `memory_limit_MB` the container's memory (at least
-    32 MB, at most the server's ceiling; it covers the harness's few MB too).
+    The code is written to its file in the work dir (`code_file`; SandboxFusion:
+    a temporary file in a temporary dir), the `files` beside it, and run there
+    as its language runs (`python3 main.py`, `./main` after `g++`, ...).
+    Limits: `run_timeout` is the program's deadline (cut to the server's
+    maximum), `compile_timeout` the compile step's (likewise, for a language
+    with one), `memory_limit_MB` the container's memory (at least 32 MB, at
+    most the server's ceiling; it covers the harness's few MB, and the
+    compiler's too, as SandboxFusion's limit covers both steps).
     """
     settings = settings or RunCodeSettings()
-    if body.language not in LANGUAGES:
-        raise RunCodeRefused(f"language {body.language!r} is not supported: this rewardbox server runs "
-                             f"{' and '.join(repr(lang) for lang in LANGUAGES)} (both Python 3)")
+    lang = request_language(body.language)
     if not body.run_timeout > 0:
         raise RunCodeRefused(f"run_timeout must be positive, not {body.run_timeout}")
+    compiled = lang.first_step(program_run=True) is not None
+    if compiled and not body.compile_timeout > 0:
+        raise RunCodeRefused(f"compile_timeout must be positive, not {body.compile_timeout}")
     if body.stdin is not None and len(body.stdin.encode("utf-8", "surrogatepass")) > settings.max_stdin_bytes:
         raise RunCodeRefused(f"stdin is over the limit of {settings.max_stdin_bytes} bytes")
     binary_files = _files(body.files, settings.max_files_bytes)
-    if CODE_FILE in binary_files:
-        raise RunCodeRefused(f"files may not use {CODE_FILE!r}: the code is written there")
+    source = code_file(lang, body.code)
+    if source in binary_files:
+        raise RunCodeRefused(f"files may not use {source!r}: the code is written there")
     memory_mb = settings.max_memory_mb if body.memory_limit_MB <= 0 else min(body.memory_limit_MB, settings.max_memory_mb)
-    limits = settings.limits.model_copy(update={
+    update: dict[str, float | int] = {
         "timeout_s": min(float(body.run_timeout), settings.max_run_timeout_s),
         "memory_mb": max(memory_mb, 32),
-    })
+    }
+    if compiled:
+        update["compile_timeout_s"] = min(float(body.compile_timeout), settings.max_compile_timeout_s)
+    limits = settings.limits.model_copy(update=update)
     try:
-        return RunRequest(files={CODE_FILE: body.code}, program=CODE_FILE, stdin=body.stdin,
+        return RunRequest(files={source: body.code}, program=source, stdin=body.stdin, language=lang.name,
                           binary_files=binary_files, fetch_files=tuple(body.fetch_files), limits=limits)
     except pydantic.ValidationError as exc:
         problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
@@ -158,20 +207,31 @@ def _files(files: dict[str, str | None], max_bytes: int) -> dict[str, str]:
     return kept
 
 
-def run_code_response(result: RunResult) -> RunCodeResponse:
-    """A program run as SandboxFusion reports it. Python has no compile step,
-    so `compile_result` is None, as there.
+def run_code_response(result: RunResult, language_name: str = "python") -> RunCodeResponse:
+    """A program run as SandboxFusion reports it.
 
-    Timeout: run_result "TimeLimitExceeded" without a return code. Anything
-    else finished: its return code decides Success (0) or Failed. A run
-    stopped at a limit (memory, output) without a telling exit status reads
-    as killed by SIGKILL, so that a client never takes it for success.
+    A compiled language's answer carries its compile step (`compile_result`);
+    Python and JavaScript have no compile step, so theirs is None, as there
+    (a JavaScript syntax error shows at run, as SandboxFusion's). Code that
+    did not compile never ran: `run_result` None, status Failed and an empty
+    message, SandboxFusion's exact shape, which verl reads as a compile error.
+
+    Run timeout: run_result "TimeLimitExceeded" without a return code.
+    Anything else finished: its return code decides Success (0) or Failed. A
+    run stopped at a limit (memory, output) without a telling exit status
+    reads as killed by SIGKILL, so that a client never takes it for success.
     """
+    compiled = language(language_name).compile is not None
+    if result.verdict is Verdict.COMPILE_ERROR:
+        return RunCodeResponse(status=RunStatus.FAILED, message="", files=result.files,
+                               compile_result=compile_result(result.compile, result.message))
+    compiled_step = compile_result(result.compile, result.message) if compiled and result.compile is not None else None
     execution_time = result.test_duration_s or result.duration_s
     if result.verdict is Verdict.TIMEOUT:
         run = CommandRunResult(status=CommandRunStatus.TIME_LIMIT_EXCEEDED, execution_time=execution_time,
                                stdout=result.stdout, stderr=result.stderr)
-        return RunCodeResponse(status=RunStatus.FAILED, message=result.message, run_result=run, files=result.files)
+        return RunCodeResponse(status=RunStatus.FAILED, message=result.message, compile_result=compiled_step,
+                               run_result=run, files=result.files)
     return_code = result.exit_code
     stopped = result.verdict in (Verdict.OUT_OF_MEMORY, Verdict.OUTPUT_LIMIT, Verdict.KILLED)
     if return_code is None or (return_code == 0 and stopped):
@@ -179,7 +239,32 @@ def run_code_response(result: RunResult) -> RunCodeResponse:
     run = CommandRunResult(status=CommandRunStatus.FINISHED, execution_time=execution_time, return_code=return_code,
                            stdout=result.stdout, stderr=result.stderr)
     return RunCodeResponse(status=RunStatus.SUCCESS if return_code == 0 else RunStatus.FAILED,
-                           message=result.message, run_result=run, files=result.files)
+                           message=result.message, compile_result=compiled_step, run_result=run, files=result.files)
+
+
+def compile_result(step: CompileResult | None, message: str = "") -> CommandRunResult:
+    """The compile step as SandboxFusion reports its compile command: past
+    its deadline "TimeLimitExceeded" without a return code, else "Finished"
+    with the compiler's; a compiler stopped without a telling status (its
+    output cap, the memory limit) reads as killed by SIGKILL, and a step that
+    did not report as that with the judge's `message` as its stderr.
+
+    >>> compile_result(CompileResult(returncode=1, stderr="error")).return_code
+    1
+    >>> compile_result(CompileResult(returncode=-9, timed_out=True, duration_s=2.0)).status.value
+    'TimeLimitExceeded'
+    """
+    if step is None:
+        return CommandRunResult(status=CommandRunStatus.FINISHED, return_code=SIGKILL_RETURN_CODE, stdout="",
+                                stderr=message)
+    if step.timed_out:
+        return CommandRunResult(status=CommandRunStatus.TIME_LIMIT_EXCEEDED, execution_time=step.duration_s,
+                                stdout=step.stdout, stderr=step.stderr)
+    return_code = step.returncode
+    if return_code is None or (return_code == 0 and not step.ok):
+        return_code = SIGKILL_RETURN_CODE
+    return CommandRunResult(status=CommandRunStatus.FINISHED, execution_time=step.duration_s,
+                            return_code=return_code, stdout=step.stdout, stderr=step.stderr)
 
 
 def refused(message: str) -> RunCodeResponse:

@@ -15,9 +15,10 @@ of them import each other.
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rewardbox.sandbox.engine import DockerEngine
+from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE, PooledSandbox
 from rewardbox.sandbox.runner import DEFAULT_IMAGE, DEFAULT_MAX_CONTAINERS, DEFAULT_RETRY_S, Sandbox
@@ -42,6 +43,19 @@ class SandboxConfig(BaseModel):
     limits: Limits | None = None  # a pool starts its first containers for these
     retry_s: float | None = Field(None, ge=0)  # how long failures of ours are retried; None: 60 s
     ray: str | None = None  # a Ray address ("auto"); None: this machine's engine
+    # Another language's image by its name ("cpp": "registry/cpp:tag"); one not named runs in its
+    # toolchain image built here (`rewardbox image build --language`). `image` runs Python.
+    images: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("images")
+    @classmethod
+    def _languages(cls, value: dict[str, str]) -> dict[str, str]:
+        named = {language(name).name: image for name, image in value.items()}
+        if "python" in named:
+            raise ValueError("Python runs in `image`, not in `images`")
+        if not all(named.values()):
+            raise ValueError("an image reference is empty")
+        return named
 
 
 def check_mode(mode: str) -> None:
@@ -62,5 +76,6 @@ def make_local_sandbox(config: SandboxConfig, engine: DockerEngine | None = None
     if config.mode in ("pooled", "fresh"):
         reuse = (config.reuse or DEFAULT_REUSE) if config.mode == "pooled" else 1
         return PooledSandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s,
-                             sweep=sweep, reuse=reuse, limits=config.limits)
-    return Sandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s, sweep=sweep)
+                             sweep=sweep, reuse=reuse, limits=config.limits, images=config.images)
+    return Sandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s, sweep=sweep,
+                   images=config.images)

@@ -38,6 +38,8 @@ from tenacity import (
 
 from rewardbox.images import build_hint
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, ImageMissing, RuntimeMissing
+from rewardbox.sandbox.gvisor_seccomp import gvisor_seccomp_option
+from rewardbox.sandbox.languages import LONGEST_COMPILE_S
 from rewardbox.sandbox.models import Limits
 from rewardbox.sandbox.protocol import SANDBOX_GID, SANDBOX_UID, WORK_DIR
 
@@ -386,20 +388,27 @@ class DockerEngine:
         return "runsc" in str((runtimes[runtime] or {}).get("path", ""))
 
     def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False,
-               command: list[str] | None = None, lifetime_s: float | None = None, auto_remove: bool = False) -> str:
+               command: list[str] | None = None, lifetime_s: float | None = None, auto_remove: bool = False,
+               exec_work: bool = False, task_limit: bool = True) -> str:
         """A stopped, hardened container waiting for its input on stdin: one
         request, then EOF (the image's supervisor); or, given `command` (the pool
         supervisor, its own init), requests one per line for up to `lifetime_s`.
         With `auto_remove` the engine removes it once it exits (its end is then
-        read with `ended`, not `wait`)."""
+        read with `ended`, not `wait`). `exec_work`: the work dir may hold
+        programs to run (a compiled language's binary); else it is noexec.
+        `task_limit` (gVisor only): RLIMIT_NPROC at the pids limit; a session
+        leaves it to each call (its clean-up exec must start when a call
+        filled it)."""
         mb = 1024 * 1024
         pids = GVISOR_PIDS_BASE + GVISOR_PIDS_PER_PROCESS * limits.pids if gvisor else limits.pids
         host_config = self._api.create_host_config(
             network_mode="none",
             read_only=True,
             tmpfs={
+                # Docker mounts a tmpfs noexec unless told.
                 WORK_DIR: (
-                    f"rw,nosuid,nodev,size={limits.work_mb}m,nr_inodes={limits.inodes},"
+                    f"rw,{'exec,' if exec_work else ''}nosuid,nodev,size={limits.work_mb}m,"
+                    f"nr_inodes={limits.inodes},"
                     f"uid={SANDBOX_UID},gid={SANDBOX_GID}"
                 ),
                 "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
@@ -407,7 +416,8 @@ class DockerEngine:
                 "/dev/shm": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={limits.inodes}",
             },
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            # Under gVisor, a profile it can apply (Docker's default stops every thread there).
+            security_opt=["no-new-privileges", *([gvisor_seccomp_option()] if gvisor else [])],
             mem_limit=limits.memory_mb * mb,
             memswap_limit=limits.memory_mb * mb,
             nano_cpus=int(limits.cpus * 1e9),
@@ -417,6 +427,10 @@ class DockerEngine:
                 Ulimit(name="fsize", soft=limits.file_size_mb * mb, hard=limits.file_size_mb * mb),
                 Ulimit(name="core", soft=0, hard=0),
                 Ulimit(name="msgqueue", soft=0, hard=0),  # no POSIX message queues
+                # Under gVisor the code's processes and threads are its kernel's tasks, which the
+                # host's pids limit does not see: RLIMIT_NPROC, counted within the sandbox, bounds
+                # them (under runc it would count the uid's processes in every container).
+                *([Ulimit(name="nproc", soft=limits.pids, hard=limits.pids)] if gvisor and task_limit else []),
             ],
             # Output is read from the attach stream; a log file would put the
             # code's stdout on the host's disk as well.
@@ -425,7 +439,8 @@ class DockerEngine:
             runtime=runtime,
             auto_remove=auto_remove,
         )
-        expires = time.time() + (lifetime_s or 0) + limits.timeout_s + limits.startup_grace_s + 60
+        compile_s = max(limits.compile_timeout_s, LONGEST_COMPILE_S)
+        expires = time.time() + (lifetime_s or 0) + limits.timeout_s + compile_s + limits.startup_grace_s + 60
         labels = {LABEL: "1", OWNER_LABEL: self.owner, EXPIRES_LABEL: f"{expires:.0f}"}
 
         config = self._api.create_container_config(

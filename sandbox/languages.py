@@ -34,9 +34,10 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewardbox.images import REPOSITORY as PYTHON_REPOSITORY
-from rewardbox.sandbox.protocol import SOLUTION_FILE
+from rewardbox.images import language_tag
+from rewardbox.sandbox.harness_protocol import harness_protocol
 
-__all__ = ["LANGUAGES", "Language", "UnknownLanguage", "language"]
+__all__ = ["LANGUAGES", "Language", "UnknownLanguage", "default_image", "language"]
 
 # SandboxFusion's default compile deadline (its `compile_timeout`).
 DEFAULT_COMPILE_TIMEOUT_S = 10.0
@@ -54,6 +55,7 @@ class Language(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="the canonical name, as labels and results carry it")
+    title: str = Field(description="its name as a person writes it (in feedback to a model)")
     aliases: tuple[str, ...] = Field(description=(
         "lower-case spellings: fence tags, datasets' and SandboxFusion's names (the name included)"))
     fences: tuple[str, ...] = Field((), description=(
@@ -69,6 +71,10 @@ class Language(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="environment of the compile and the runs")
     image: str = Field(description="the repository of the image that holds the toolchain")
     compile_timeout_s: float = Field(DEFAULT_COMPILE_TIMEOUT_S, gt=0, description="the compile step's deadline")
+    bounded_compile: bool = Field(False, description=(
+        "the compile step runs under an address-space limit (`Limits.compile_memory_mb`), so a compiler that "
+        "fills it fails as a compile error; not for compilers that reserve far more address space than they "
+        "use (a JVM's javac): theirs is the container's memory limit"))
     marker: str | None = Field(None, description=(
         "a regex that, found in a completion without fenced blocks, makes the whole text its code; "
         "None: such a text is never code"))
@@ -80,6 +86,11 @@ class Language(BaseModel):
         if self.check is not None and self.compile is not None:
             raise ValueError(f"{self.name}: a language is compiled or checked, not both")
         return self
+
+    @property
+    def fence(self) -> str:
+        """The tag its code is fenced with, as models write it (C++20's is `cpp`)."""
+        return self.fences[0] if self.fences else self.name
 
     @cached_property
     def tags(self) -> frozenset[str]:
@@ -109,6 +120,12 @@ class Language(BaseModel):
         found = next((m.group(2) for m in self._source_from.finditer(code) if len(m.group(1)) == base), None)
         return f"{found}{PurePosixPath(self.source).suffix}" if found else self.source
 
+    def first_step(self, program_run: bool) -> Argv | None:
+        """What runs once before anything else: the compile, or for a checked
+        language its check before tests (a program run goes straight to its
+        run, as SandboxFusion's does); None for neither."""
+        return self.compile if self.compile is not None else (None if program_run else self.check)
+
     @staticmethod
     def argv(argv: Argv, source: str) -> list[str]:
         """`argv` for the source file `source`: `{src}` is its name, `{class}` its stem."""
@@ -127,8 +144,8 @@ _JAVA_CLASS = r"[A-Za-z_$][\w$]*"
 
 LANGUAGES: tuple[Language, ...] = (
     Language(
-        name="python", aliases=("python", "python3", "py"), sandboxfusion="python",
-        source=SOLUTION_FILE,
+        name="python", title="Python", aliases=("python", "python3", "py"), sandboxfusion="python",
+        source=harness_protocol().SOLUTION_FILE,
         # What `python3 -I -B solution.py` would do; the harness forks its pooled seed instead.
         # Its syntax check is the harness's `compile()`: a syntax_error, not a compile_error.
         run=("python3", "-I", "-B", "{src}"),
@@ -138,23 +155,25 @@ LANGUAGES: tuple[Language, ...] = (
         marker=r"^(def |class |import |from \S+ import |async def |@|if __name__)",
     ),
     Language(
-        name="cpp", aliases=("cpp", "c++", "cc", "cxx", "cpp17", "c++17"), sandboxfusion="cpp",
+        name="cpp", title="C++", aliases=("cpp", "c++", "cc", "cxx", "cpp17", "c++17"), sandboxfusion="cpp",
         source="main.cpp",
         compile=("g++", "-std=c++17", *_CPP_FLAGS, "-o", "main", "{src}"),
         run=("./main",),
         image=_image("cpp"),
+        bounded_compile=True,  # measured: with the precompiled header it needs under 200 MB
         marker=_CPP_MARKER,
     ),
     Language(
-        name="cpp20", aliases=("cpp20", "c++20"), fences=("cpp", "c++", "cc", "cxx"), sandboxfusion=None,
+        name="cpp20", title="C++20", aliases=("cpp20", "c++20"), fences=("cpp", "c++", "cc", "cxx"), sandboxfusion=None,
         source="main.cpp",
         compile=("g++", "-std=c++20", *_CPP_FLAGS, "-o", "main", "{src}"),
         run=("./main",),
         image=_image("cpp"),  # the same g++ as cpp's
+        bounded_compile=True,
         marker=_CPP_MARKER,
     ),
     Language(
-        name="java", aliases=("java",), sandboxfusion="java",
+        name="java", title="Java", aliases=("java",), sandboxfusion="java",
         source="Main.java",
         # A top-level public type (modifiers but `static`, which only a nested one takes); group 1
         # is its indentation, group 2 its name.
@@ -170,7 +189,7 @@ LANGUAGES: tuple[Language, ...] = (
         marker=rf"^[ \t]*(?:public[ \t]+)?(?:final[ \t]+)?class[ \t]+{_JAVA_CLASS}|\bstatic[ \t]+void[ \t]+main[ \t]*\(",
     ),
     Language(
-        name="javascript", aliases=("javascript", "js", "node", "nodejs"), sandboxfusion="nodejs",
+        name="javascript", title="JavaScript", aliases=("javascript", "js", "node", "nodejs"), sandboxfusion="nodejs",
         source="main.js",
         check=("node", "--check", "{src}"),
         # V8 sizes its thread pool from the host's CPUs, not the container's pids limit.
@@ -179,7 +198,7 @@ LANGUAGES: tuple[Language, ...] = (
         marker=None,  # nothing tells JavaScript from prose reliably: fence it
     ),
     Language(
-        name="go", aliases=("go", "golang"), sandboxfusion="go",
+        name="go", title="Go", aliases=("go", "golang"), sandboxfusion="go",
         source="main.go",
         compile=("go", "build", "-o", "main", "{src}"),
         run=("./main",),
@@ -191,13 +210,16 @@ LANGUAGES: tuple[Language, ...] = (
         marker=r"^[ \t]*package[ \t]+main\b",
     ),
     Language(
-        name="rust", aliases=("rust", "rs"), sandboxfusion="rust",
+        name="rust", title="Rust", aliases=("rust", "rs"), sandboxfusion="rust",
         source="main.rs",
         # -O as contest judges do (integer overflow then wraps instead of panicking); one codegen
         # unit keeps rustc to one thread.
         compile=("rustc", "--edition", "2021", "-O", "-C", "codegen-units=1", "-o", "main", "{src}"),
         run=("./main",),
         image=_image("rust"),
+        # Optimising on one codegen unit, a 90-line program with the std collections took 2.2-2.7 s,
+        # 7.5 s on a loaded 2-core host: 10 s would cut correct programs short.
+        compile_timeout_s=30.0,
         marker=r"\bfn[ \t]+main[ \t]*\(",
     ),
 )
@@ -205,6 +227,24 @@ LANGUAGES: tuple[Language, ...] = (
 _BY_ALIAS: dict[str, Language] = {alias: lang for lang in LANGUAGES for alias in lang.aliases}
 if len(_BY_ALIAS) != sum(len(lang.aliases) for lang in LANGUAGES):
     raise ValueError("an alias names two languages")  # at import: the table is wrong, whatever the data
+
+
+# The longest compile deadline of the table's languages (a container's expiry allows for it).
+LONGEST_COMPILE_S = max(lang.compile_timeout_s for lang in LANGUAGES)
+
+
+def default_image(name: str) -> str:
+    """The image another language than Python runs in by default: its
+    toolchain image built on the lean sandbox image (`rewardbox image build
+    --language`); Python's is the sandbox's own.
+
+    >>> default_image("cpp20") == default_image("cpp") and default_image("cpp").startswith("rewardbox/cpp:")
+    True
+    """
+    repository = language(name).image
+    if repository == PYTHON_REPOSITORY:
+        raise ValueError("Python runs in the sandbox's own image")
+    return language_tag(repository.removeprefix("rewardbox/"))
 
 
 def language(name: "str | Language") -> Language:

@@ -4,8 +4,11 @@ import base64
 import binascii
 import enum
 import re
+from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rewardbox.sandbox.languages import language
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_PATH_DEPTH = 8
@@ -54,6 +57,23 @@ class Limits(Frozen):
     inodes: int = Field(4096, ge=64, description="files per tmpfs")
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
     file_size_mb: int = Field(64, ge=1, description="RLIMIT_FSIZE")
+    compile_timeout_s: float = Field(10.0, gt=0, description=(
+        "wall clock for a compiled language's compile step (or a checked one's check), before the run's "
+        "own timeout_s starts; not used for Python. When not given, the language's own (`Language."
+        "compile_timeout_s`: 10 s, SandboxFusion's default; Rust's 30 s); a value given is kept as it is"))
+    compile_memory_mb: int | None = Field(None, ge=32, description=(
+        "the address space of a compile step its language bounds (C++: `Language.bounded_compile`), so that a "
+        "compiler filling it fails as a compile error (under gVisor, too, where filling the container's memory "
+        "ends the container); None: memory_mb less 32 MB (gVisor's own share), at least half of it"))
+
+    def compile_memory_bytes(self) -> int:
+        """The bound of a bounded compile step.
+
+        >>> Limits().compile_memory_bytes() == 480 << 20, Limits(memory_mb=48).compile_memory_bytes() == 24 << 20
+        (True, True)
+        """
+        mb = self.compile_memory_mb or max(self.memory_mb - 32, self.memory_mb // 2)
+        return min(mb, self.memory_mb) << 20
 
     def for_tests(self, tests: int) -> "Limits":
         """These limits for a run of `tests` tests: the default deadline grows
@@ -83,6 +103,9 @@ class RunRequest(Frozen):
         "more work-dir files: base64 contents by relative path (subdirectories allowed)"))
     fetch_files: tuple[str, ...] = Field((), description="work-dir paths whose contents come back in RunResult.files "
                                                          "after a program run, if they exist")
+    language: str = Field("python", description=(
+        "the language of `files`' code: a name or alias of rewardbox.sandbox.languages, kept as its name. "
+        "Another language's request is compiled (or checked) first and runs in that language's image"))
     solution_in_process: bool = Field(False, description=(
         "pytest modules only: import the completion into the tests' own process as `solution` (the old way, "
         "hackable: README, threat model) instead of running it in a process of its own behind a stand-in module"))
@@ -95,6 +118,13 @@ class RunRequest(Frozen):
             if not _FILE_NAME.match(name) or len(name) > 128:
                 raise ValueError(f"file name {name!r} must be a plain name like 'solution.py'")
         return value
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _known_language(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"language must be a name, got {type(value).__name__}")
+        return language(value).name
 
     @field_validator("binary_files")
     @classmethod
@@ -124,19 +154,49 @@ class RunRequest(Frozen):
         else:
             if self.tests or self.test_data is not None:
                 raise ValueError("a program run has no tests")
-            if self.program not in self.files or not self.program.endswith(".py"):
-                raise ValueError(f"the program {self.program!r} must be a .py file of `files`")
+            suffix = PurePosixPath(language(self.language).source).suffix
+            if self.program not in self.files or not self.program.endswith(suffix):
+                raise ValueError(f"the program {self.program!r} must be a {suffix} file of `files`")
             if self.limits.output_bytes > MAX_PROGRAM_OUTPUT_BYTES:
                 raise ValueError(f"a program's output is capped at {MAX_PROGRAM_OUTPUT_BYTES} bytes")
         paths = set(self.files) | set(self.binary_files)
         if len(paths) < len(self.files) + len(self.binary_files):
             raise ValueError(f"a path is given twice: {sorted(set(self.files) & set(self.binary_files))}")
+        if self.language != "python":
+            if self.solution_in_process:
+                raise ValueError("solution_in_process is for Python code")
+            self.source_file()  # there is one
         for path in self.binary_files:
             parts = path.split("/")
             clash = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in paths), None)
             if clash is not None:
                 raise ValueError(f"{path!r} needs a directory {clash!r}, which is also a file")
         return self
+
+
+    def deadline_s(self) -> float:
+        """The host's hard deadline for this run, from the container's start:
+        the run's own, its grace, and a compile (or check) step's."""
+        limits = self.limits
+        first = self.language != "python" and language(self.language).first_step(self.program is not None)
+        return limits.timeout_s + limits.startup_grace_s + (self.compile_timeout_s() if first else 0.0)
+
+    def compile_timeout_s(self) -> float:
+        """The compile step's deadline: the limits' when given, else the language's own."""
+        if "compile_timeout_s" in self.limits.model_fields_set or self.language == "python":
+            return self.limits.compile_timeout_s
+        return language(self.language).compile_timeout_s
+
+    def source_file(self) -> str:
+        """The file that holds the code in its language: the program of a
+        program run, else the one file of `files` with the language's suffix."""
+        if self.program is not None:
+            return self.program
+        suffix = PurePosixPath(language(self.language).source).suffix
+        found = [name for name in self.files if name.endswith(suffix)]
+        if len(found) != 1:
+            raise ValueError(f"a {self.language} run needs one {suffix} file in `files`, got {sorted(self.files)}")
+        return found[0]
 
 
 def _relative_path(path: str) -> str:
@@ -184,6 +244,22 @@ class TestResult(Frozen):
     exc_type: str | None = None
 
 
+class CompileResult(Frozen):
+    """A compiled language's compile step (or a checked one's check), as the
+    harness ran it: its output is the compiler's, valid UTF-8, its head kept."""
+
+    returncode: int | None = None
+    timed_out: bool = False
+    output_truncated: bool = Field(False, description="the compiler wrote past its output cap and was stopped")
+    duration_s: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.output_truncated
+
+
 class RunResult(Frozen):
     """Everything known about one run. `tests` are the tests pytest reported;
     the grader matches them against the tests it expected. Text that came from
@@ -200,3 +276,5 @@ class RunResult(Frozen):
     tampered: bool = Field(False, description="forged records or edited tests were detected")
     message: str = ""
     files: dict[str, str] = Field(default_factory=dict, description="fetch_files of a program run: base64 by path")
+    compile: CompileResult | None = Field(None, description=(
+        "a compiled or checked language's first step; None for Python, or when it never ran"))

@@ -29,13 +29,16 @@ import time
 import uuid
 import weakref
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine
 from rewardbox.sandbox.errors import ContainerLost, SandboxError
+from rewardbox.sandbox.harness_protocol import harness_protocol
+from rewardbox.sandbox.languages import LONGEST_COMPILE_S
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
-from rewardbox.sandbox.protocol import READY, Report, encode_request, harness_protocol, new_nonce, parse_report
+from rewardbox.sandbox.protocol import READY, Report, encode_request, new_nonce, parse_report
 from rewardbox.sandbox.runner import (
     DEFAULT_IMAGE,
     DEFAULT_MAX_CONTAINERS,
@@ -76,6 +79,7 @@ class PoolContainer:
     id: str
     channel: AttachChannel
     limits: Limits
+    image: str
     created: float = field(default_factory=time.monotonic)
     created_at: float = field(default_factory=time.time)  # wall clock, for the engine's event log
     runs: int = 0
@@ -93,8 +97,9 @@ class PooledSandbox(Sandbox):
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
                  sweep: bool = True, *, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
-                 limits: Limits | None = None, warm: int | None = None, warm_sessions: int = 0):
-        super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions)
+                 limits: Limits | None = None, warm: int | None = None, warm_sessions: int = 0,
+                 images: Mapping[str, str] | None = None):
+        super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions, images)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")
         self.reuse = reuse
@@ -114,7 +119,7 @@ class PooledSandbox(Sandbox):
         # removes its waiting containers all the same.
         weakref.finalize(self, _abandon, self.engine, self._idle)
         for _ in range(self.warm):  # ahead of demand
-            self._replenish(limits or Limits())
+            self._replenish(limits or Limits(), self.image)
 
     def close(self) -> None:
         self.keep_sessions_warm(0)
@@ -144,13 +149,15 @@ class PooledSandbox(Sandbox):
 
     # -- the pool ----------------------------------------------------------
 
-    def _start(self, limits: Limits) -> PoolContainer:
-        """A container whose supervisor is warm and waiting for a request."""
+    def _start(self, limits: Limits, image: str) -> PoolContainer:
+        """A container of `image` whose supervisor is warm and waiting for a request."""
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
-        lifetime = self.max_age_s + self.reuse * (limits.timeout_s + limits.startup_grace_s)
+        compile_s = max(limits.compile_timeout_s, LONGEST_COMPILE_S)
+        lifetime = self.max_age_s + self.reuse * (limits.timeout_s + compile_s + limits.startup_grace_s)
         command = POOL_COMMAND + (["--once"] if self.reuse == 1 else [])
-        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
-                                          command=command, lifetime_s=lifetime, auto_remove=True)
+        container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
+                                          command=command, lifetime_s=lifetime, auto_remove=True,
+                                          exec_work=self._runs_binaries(image))
         self._count(containers=1)
         channel = None
         try:
@@ -163,24 +170,24 @@ class PooledSandbox(Sandbox):
                     raise ContainerLost(f"pool container {container_id[:12]} exited while starting: "
                                         f"{bytes(channel.stderr[-500:]).decode('utf-8', 'replace')}")
             del channel.stdout[:channel.stdout.index(READY) + len(READY)]
-            return PoolContainer(container_id, channel, limits)
+            return PoolContainer(container_id, channel, limits, image)
         except BaseException:
             if channel is not None:
                 channel.close()
             self._remove_id(container_id)
             raise
 
-    def _replenish(self, limits: Limits) -> None:
+    def _replenish(self, limits: Limits, image: str) -> None:
         with self._changed:
             if self._closed or len(self._idle) + self._starting >= self.warm:
                 return
             self._starting += 1
-        self._background.submit(self._start_into_idle, limits)
+        self._background.submit(self._start_into_idle, limits, image)
 
-    def _start_into_idle(self, limits: Limits, spare_for: PoolContainer | None = None) -> None:
+    def _start_into_idle(self, limits: Limits, image: str, spare_for: PoolContainer | None = None) -> None:
         container = None
         try:
-            container = self._start(limits)
+            container = self._start(limits, image)
         except Exception as exc:  # noqa: BLE001 - a run that needs one will start it and see the error
             log.warning("could not start a pooled container ahead of demand: %s", exc)
         retired = None
@@ -191,8 +198,7 @@ class PooledSandbox(Sandbox):
             if container is not None and not self._closed:
                 self._idle.append(container)
                 # The one it replaces, if waiting idle, goes now (a busy one goes when given back).
-                retired = next((c for c in self._idle if c.retiring and _same_container(c.limits, container.limits)),
-                               None)
+                retired = next((c for c in self._idle if c.retiring and _same_container(c, container)), None)
                 if retired is not None:
                     self._idle.remove(retired)
                 container = None
@@ -202,14 +208,14 @@ class PooledSandbox(Sandbox):
         if container is not None:
             self._remove(container)
 
-    def _take(self, limits: Limits) -> PoolContainer:
-        """A warm container with these limits: an idle one (one not retiring
-        first), one being started, or a new one. A container taken for one of
-        its last runs has its replacement started now."""
+    def _take(self, limits: Limits, image: str) -> PoolContainer:
+        """A warm container of `image` with these limits: an idle one (one not
+        retiring first), one being started, or a new one. A container taken
+        for one of its last runs has its replacement started now."""
         container: PoolContainer | None = None
         with self._changed:
             while True:
-                matching = [c for c in self._idle if _same_container(c.limits, limits)]
+                matching = [c for c in self._idle if c.image == image and _same_limits(c.limits, limits)]
                 if matching:
                     container = next((c for c in matching if not c.retiring), matching[0])
                     self._idle.remove(container)
@@ -220,7 +226,7 @@ class PooledSandbox(Sandbox):
                     break
                 self._changed.wait()
         if container is None:
-            container = self._start(limits)
+            container = self._start(limits, image)
             container.runs += 1
             spare = self._ending_soon(container)
         if spare:
@@ -247,14 +253,14 @@ class PooledSandbox(Sandbox):
             if self._closed:
                 return
             self._starting += 1
-        self._background.submit(self._start_into_idle, container.limits, container)
+        self._background.submit(self._start_into_idle, container.limits, container.image, container)
 
     def _give_back(self, container: PoolContainer, recycle: str | None) -> None:
         old = time.monotonic() - container.created > self.max_age_s
         if recycle is None and container.runs < self.reuse and not old:
             with self._changed:
                 replaced = container.retiring and any(
-                    not c.retiring and _same_container(c.limits, container.limits) for c in self._idle)
+                    not c.retiring and _same_container(c, container) for c in self._idle)
                 if not self._closed and not replaced:
                     self._idle.append(container)
                     # Retiring ones, then the oldest (those with other limits first), go when there are too many.
@@ -268,7 +274,7 @@ class PooledSandbox(Sandbox):
                     return
         self._remove_in_background(container)
         if not container.retiring:  # a retiring one's replacement is under way or warm already
-            self._replenish(container.limits)
+            self._replenish(container.limits, container.image)
 
     def settle(self, timeout_s: float = 60.0) -> bool:
         """Waits until no container is starting or being removed (for
@@ -310,8 +316,7 @@ class PooledSandbox(Sandbox):
     # -- one run -----------------------------------------------------------
 
     def _run_once(self, request: RunRequest) -> RunResult:
-        limits = request.limits
-        container = self._take(limits)
+        container = self._take(request.limits, self._image_of(request))
         with self._changed:
             self._busy += 1
         try:
@@ -325,7 +330,7 @@ class PooledSandbox(Sandbox):
         nonce = new_nonce()
         started = time.monotonic()
         sent_at = time.time()
-        deadline = started + limits.timeout_s + limits.startup_grace_s
+        deadline = started + request.deadline_s()
         cap = limits.output_bytes + REPORT_MARGIN_BYTES
         channel = container.channel
         report, deadline_hit, capped = None, False, False
@@ -346,7 +351,7 @@ class PooledSandbox(Sandbox):
                     break
         except BaseException:
             self._remove_in_background(container)
-            self._replenish(limits)
+            self._replenish(container.limits, container.image)
             raise
         if report is not None:
             self._give_back(container, report.recycle)
@@ -357,7 +362,7 @@ class PooledSandbox(Sandbox):
                               sent_at=sent_at)
         finally:
             self._remove_in_background(container)
-            self._replenish(limits)
+            self._replenish(container.limits, container.image)
         return self._finish(container.id, None, fate, started, deadline_hit=deadline_hit, capped=capped,
                             stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
 
@@ -392,11 +397,16 @@ def _abandon(engine: DockerEngine, idle: "deque[PoolContainer]") -> None:
             log.warning("could not remove pooled container %s: %s", container.id[:12], exc)
 
 
-def _same_container(a: Limits, b: Limits) -> bool:
+def _same_limits(a: Limits, b: Limits) -> bool:
     """Whether a container made for limits `a` enforces `b` (the time and
     output limits are the host's and the harness's, per run)."""
-    per_run = {"timeout_s", "startup_grace_s", "output_bytes"}
+    per_run = {"timeout_s", "compile_timeout_s", "startup_grace_s", "output_bytes"}
     return a.model_dump(exclude=per_run) == b.model_dump(exclude=per_run)
+
+
+def _same_container(a: PoolContainer, b: PoolContainer) -> bool:
+    """Whether either container can serve the other's runs."""
+    return a.image == b.image and _same_limits(a.limits, b.limits)
 
 
 def _take_report(channel: AttachChannel, nonce: str) -> Report | None:

@@ -1,39 +1,19 @@
 """The wire format between the host and the in-container supervisor
 (images/python/harness/supervisor.py; a run's work is rbrun.py's). Pure functions, no Docker."""
 
-import functools
 import hashlib
 import hmac
-import importlib.util
 import json
 import re
 import secrets
-from importlib import resources
-from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rewardbox.sandbox.errors import HarnessError
+from rewardbox.sandbox.harness_protocol import harness_protocol
+from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import RunRequest
-
-
-@functools.cache
-def harness_protocol() -> ModuleType:
-    """The harness's own constants module (images/python/harness/rbprotocol.py,
-    shipped as package data), loaded by path: the host reads the same file the
-    image runs, so the two sides cannot keep diverging copies.
-
-    >>> harness_protocol().REPORT_PREFIX
-    b'RBREPORT '
-    """
-    path = resources.files("rewardbox.images") / "python" / "harness" / "rbprotocol.py"
-    spec = importlib.util.spec_from_file_location("rewardbox_harness_rbprotocol", str(path))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 _RB = harness_protocol()
 PROTOCOL_VERSION: int = _RB.PROTOCOL_VERSION
@@ -44,6 +24,8 @@ SOLUTION_FILE: str = _RB.SOLUTION_FILE
 SANDBOX_UID: int = _RB.SANDBOX_UID
 SANDBOX_GID: int = _RB.SANDBOX_GID
 PHASE_SYNTAX: str = _RB.PHASE_SYNTAX
+PHASE_COMPILE: str = _RB.PHASE_COMPILE
+COMPILE_OUTPUT_BYTES: int = _RB.COMPILE_OUTPUT_BYTES
 PHASE_PYTEST: str = _RB.PHASE_PYTEST
 PHASE_PROGRAM: str = _RB.PHASE_PROGRAM
 PHASE_HARNESS_ERROR: str = _RB.PHASE_HARNESS_ERROR
@@ -123,10 +105,38 @@ class Report(BaseModel):
     stderr_b64: str | None = None
     files: dict[str, Any] | None = None
     files_omitted: list[Any] | None = None
+    # Another language's compile (or check) step (rbcompile.py), when it ran.
+    compile: dict[str, Any] | None = None
     # The pool supervisor's: why the container is given up (None: it is reused).
     recycle: str | None = None
     serve_s: float | None = None
     oom_killed: bool = False
+
+
+class WireLanguage(BaseModel):
+    """How the harness compiles and runs another language's code
+    (images/python/harness/rbcompile.py, rbprogram.py, rbcheck.py read it):
+    the language table's argv with the source file's name filled in."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    compile: list[str] | None  # run once before anything else; None: nothing to run first
+    run: list[str]
+    env: dict[str, str]
+    compile_timeout_s: float
+    compile_memory_bytes: int | None  # RLIMIT_AS of the compile step; None: the container's memory limit alone
+
+    @classmethod
+    def of(cls, request: RunRequest) -> "WireLanguage":
+        """The wire's steps of `request` (`Language.first_step`, then its run)."""
+        lang = language(request.language)
+        source = request.source_file()
+        first = lang.first_step(request.program is not None)
+        return cls(name=lang.name, compile=lang.argv(first, source) if first is not None else None,
+                   run=lang.argv(lang.run, source), env=dict(lang.env),
+                   compile_timeout_s=request.compile_timeout_s(),
+                   compile_memory_bytes=request.limits.compile_memory_bytes() if lang.bounded_compile else None)
 
 
 class WireRequest(BaseModel):
@@ -148,10 +158,14 @@ class WireRequest(BaseModel):
     program: str | None = None
     stdin: str | None = None
     fetch_files: list[str] = Field(default_factory=list)
+    # Another language than Python (sent for one only): its steps, filled in for this run.
+    language: WireLanguage | None = None
 
     @classmethod
     def of(cls, request: RunRequest, nonce: str) -> "WireRequest":
         optional: dict[str, object] = {}
+        if request.language != "python":
+            optional["language"] = WireLanguage.of(request)
         if request.binary_files:
             optional["binary_files"] = request.binary_files
         if request.solution_in_process:

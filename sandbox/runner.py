@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from rewardbox.images import image_tag
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
+from rewardbox.sandbox.languages import default_image, language
 from rewardbox.sandbox.models import Limits, RunRequest, RunResult
 from rewardbox.sandbox.protocol import (
     MAX_REPORT_BYTES,
@@ -29,7 +30,7 @@ from rewardbox.sandbox.protocol import (
     new_nonce,
     parse_report,
 )
-from rewardbox.sandbox.session import AsyncSession, Grader, Session, SessionLimits
+from rewardbox.sandbox.session import AsyncSession, Grader, Session, SessionEnded, SessionLimits
 from rewardbox.sandbox.session_warm import WarmSessions
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
@@ -53,7 +54,7 @@ class SandboxStats(BaseModel):
     containers_warm: int = 0  # pooled modes: started, or starting, and waiting for a run
     engine_errors: int = 0  # engine calls and run connections that failed on the engine's side
     engine_call_retries: int = 0  # engine calls repeated after such a failure
-    run_retries: int = 0  # whole runs started again in a new container
+    run_retries: int = 0  # whole runs, and sessions lost while starting, made again in a new container
 
 
 class ContainerFate(BaseModel):
@@ -80,10 +81,15 @@ class Sandbox:
 
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
-                 sweep: bool = True, warm_sessions: int = 0):
+                 sweep: bool = True, warm_sessions: int = 0, images: Mapping[str, str] | None = None):
         """`warm_sessions`: session containers kept made ahead for
-        `session()` with the default limits (`keep_sessions_warm`); 0: none."""
+        `session()` with the default limits (`keep_sessions_warm`); 0: none.
+        `images`: the image of another language than Python's, by its name
+        (default: its toolchain image, `rewardbox.sandbox.languages.default_image`);
+        `image` runs Python."""
         self.image = image
+        self.images = {language(name).name: tag for name, tag in (images or {}).items()}
+        self._images_present = {image}
         self.runtime = runtime
         self.max_containers = max_containers
         self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
@@ -102,6 +108,28 @@ class Sandbox:
         self._warm_lock = threading.Lock()
         if warm_sessions:
             self.keep_sessions_warm(warm_sessions)
+
+    def image_for(self, name: str) -> str:
+        """The image that runs code in the language `name`."""
+        name = language(name).name
+        if name == "python":
+            return self.image
+        return self.images.get(name) or default_image(name)
+
+    def _image_of(self, request: RunRequest) -> str:
+        """The image of the request's language, checked on the engine once:
+        ImageMissing, with its build command, when the engine lacks it."""
+        image = self.image_for(request.language)
+        if image not in self._images_present:
+            self.engine.require_image(image)
+            self._images_present.add(image)
+        return image
+
+    def _runs_binaries(self, image: str) -> bool:
+        """Whether a container of `image` runs programs from its work dir: one
+        of another language than Python, whose compiled binary is written
+        there. Python's keeps it noexec."""
+        return image != self.image
 
     def stats(self) -> SandboxStats:
         engine = self.engine.stats
@@ -154,8 +182,20 @@ class Sandbox:
 
     def _new_session(self, limits: Limits | None, session_limits: SessionLimits | None,
                      grader: Grader[Any] | None = None, warm_wait_s: float = 0.0) -> Session:
-        return Session(self.engine, self.image, limits=limits, session_limits=session_limits,
-                       runtime=self.runtime, gvisor=self._gvisor, grader=grader, warm_wait_s=warm_wait_s)
+        deadline = time.monotonic() + self.engine.retry_s
+        while True:
+            try:
+                return Session(self.engine, self.image, limits=limits, session_limits=session_limits,
+                               runtime=self.runtime, gvisor=self._gvisor, grader=grader, warm_wait_s=warm_wait_s)
+            except SessionEnded as exc:
+                # Its container ended while starting, before the caller had it:
+                # nothing the caller did (a gVisor sandbox on a loaded host can
+                # die so). Make another, as a run is, while the retry budget lasts.
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("a session's container was lost while starting (%s); making another", exc)
+                self._count(run_retries=1)
+                time.sleep(1.0)
 
     def keep_sessions_warm(self, size: int, limits: Limits | None = None,
                            session_limits: SessionLimits | None = None) -> None:
@@ -218,13 +258,15 @@ class Sandbox:
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         started = time.monotonic()
         created_at = time.time()
-        container_id = self.engine.create(self.image, limits, name, runtime=self.runtime, gvisor=self._gvisor)
+        image = self._image_of(request)
+        container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
+                                          exec_work=self._runs_binaries(image))
         self._count(containers=1)
         try:
             channel = self.engine.attach(container_id)
             try:
                 self.engine.start(container_id)
-                hard_deadline = time.monotonic() + limits.timeout_s + limits.startup_grace_s
+                hard_deadline = time.monotonic() + request.deadline_s()
                 channel.send(encode_request(request, nonce))
                 channel.end_input()
                 capped, deadline_hit = _drain(channel, hard_deadline, limits.output_bytes + REPORT_MARGIN_BYTES)

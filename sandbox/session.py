@@ -498,7 +498,8 @@ class Session:
                    f"{max(warm_wait_s, 0.0):.3f}"]
         self.container_id = engine.create(image, made, f"rewardbox-session-{uuid.uuid4().hex[:16]}",
                                           runtime=runtime, gvisor=gvisor, command=command,
-                                          lifetime_s=sl.lifetime_s + max(warm_wait_s, 0.0), auto_remove=True)
+                                          lifetime_s=sl.lifetime_s + max(warm_wait_s, 0.0), auto_remove=True,
+                                          task_limit=False)  # each call's own prlimit bounds its tasks
         # A session dropped unclosed goes when it is collected (or at exit), not at its idle limit.
         self._finalizer = weakref.finalize(self, _remove_quietly, engine, self.container_id)
         self._started = self._last = clock()

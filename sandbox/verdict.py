@@ -8,8 +8,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rewardbox.sandbox.models import Outcome, RunResult, TestResult, Verdict
-from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, PHASE_PROGRAM, PHASE_SYNTAX, Record, Report
+from rewardbox.sandbox.models import CompileResult, Outcome, RunResult, TestResult, Verdict
+from rewardbox.sandbox.protocol import (
+    PHASE_COMPILE,
+    PHASE_HARNESS_ERROR,
+    PHASE_PROGRAM,
+    PHASE_SYNTAX,
+    Record,
+    Report,
+    safe_text,
+)
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 # rbcheck.OutOfMemory: a generated test whose worker the kernel's OOM killer took.
@@ -18,6 +26,8 @@ _MEMORY_ERRORS = {"MemoryError", "rbcheck.OutOfMemory"}
 # broke the protocol without answering: a crash, whatever the other tests did,
 # so that exiting never scores above the penalty it avoids.
 _PROCESS_ENDED = {"rbcheck.WorkerError"}
+# Of a compiler's message, the head the verdict's message keeps (the whole is the result's `compile`).
+MESSAGE_HEAD_CHARS = 2000
 
 
 class ContainerFacts(BaseModel):
@@ -57,10 +67,16 @@ def judge(report: Report | None, facts: ContainerFacts) -> RunResult:
     }
     if program_report is not None:
         common["files"] = {str(k): v for k, v in (program_report.files or {}).items() if isinstance(v, str)}
+    step = _compile_result(report.compile) if report is not None and report.compile is not None else None
+    common["compile"] = step
 
     def result(verdict: Verdict, message: str = "", **extra: Any) -> RunResult:
         return RunResult(verdict=verdict, message=message, **{**common, **extra})
 
+    if report is not None and report.phase == PHASE_COMPILE:
+        # Before the limits: a compiler killed by the memory limit, its deadline or
+        # its output cap is the code's compile error (nothing of it ran).
+        return result(Verdict.COMPILE_ERROR, _compile_message(step, facts.oom_killed))
     collect_errors = [r for r in records if r.event == "collect_error"]
     exc_types = {r.exc_type for r in records if r.exc_type}
     # A program that did not compile never ran: a MemoryError on its stderr is the parser's (too deeply nested).
@@ -133,6 +149,36 @@ def _program_verdict(report: Report, returncode: int | None, result: Callable[..
     return result(Verdict.FAILED, f"the program exited with status {returncode}{note}")
 
 
+def _compile_result(record: dict[str, Any]) -> CompileResult:
+    """The harness's record of a compile step (rbcompile.py) as a result; a
+    field of another type (the record is the harness's, signed) reads as unknown."""
+    def flag(key: str) -> bool:
+        return record.get(key) is True
+
+    returncode, duration = record.get("returncode"), record.get("duration_s")
+    return CompileResult(
+        returncode=returncode if isinstance(returncode, int) and not isinstance(returncode, bool) else None,
+        timed_out=flag("timed_out"), output_truncated=flag("output_exceeded"),
+        duration_s=float(duration) if isinstance(duration, (int, float)) else 0.0,
+        stdout=_decoded(record.get("stdout_b64")), stderr=_decoded(record.get("stderr_b64")))
+
+
+def _compile_message(step: CompileResult | None, oom_killed: bool) -> str:
+    """What went wrong while compiling, as a person (or a model) reads it."""
+    if step is None:
+        return "the compile step did not report"
+    if step.timed_out:
+        return f"the compiler ran past its deadline ({step.duration_s:.1f} s)"
+    if step.output_truncated:
+        return "the compiler wrote more than its output cap"
+    if oom_killed:
+        return "the compiler ran out of memory"
+    status = f"signal {-step.returncode}" if step.returncode is not None and step.returncode < 0 \
+        else f"status {step.returncode}"
+    head = safe_text((step.stderr or step.stdout).strip(), MESSAGE_HEAD_CHARS)
+    return f"the compiler exited with {status}" + (f": {head}" if head else "")
+
+
 def _died_of_memory_error(exit_code: int | None, stderr: str) -> bool:
     """An uncaught MemoryError: Python's last stderr line names it. The program
     could print that line itself, but then it failed on its own anyway."""
@@ -143,8 +189,15 @@ def _died_of_memory_error(exit_code: int | None, stderr: str) -> bool:
 
 
 def _text(report: Report, stream: str) -> str:
+    return _decoded(getattr(report, f"{stream}_b64"))
+
+
+def _decoded(data: object) -> str:
+    """Base64 text of the harness's as UTF-8 (invalid bytes replaced); "" for anything else."""
+    if not isinstance(data, str):
+        return ""
     try:
-        return base64.b64decode(getattr(report, f"{stream}_b64") or "", validate=True).decode("utf-8", "replace")
+        return base64.b64decode(data, validate=True).decode("utf-8", "replace")
     except (binascii.Error, ValueError):
         return ""
 

@@ -13,7 +13,8 @@ DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
 # The smoke test's image: the lean sandbox image of this checkout (`rewardbox image build`).
 IMAGE=${IMAGE:-$("${PYTHON:-$(dirname "$0")/../.venv/bin/python}" -c 'from rewardbox.images import image_tag; print(image_tag())')}
 # --network=none: runsc's own network stack off (Docker gives the sandbox none anyway).
-# --oci-seccomp: Docker's seccomp profile applies inside gVisor too, as under runc.
+# --oci-seccomp: the container's seccomp profile applies inside gVisor too, as under runc (the sandbox
+# gives gVisor's containers one it can apply: rewardbox.sandbox.gvisor_seccomp).
 # Platform: left at this Debian build's (2022-12) default, ptrace; its kvm
 # platform hangs at boot in a VM without nested KVM, and systrap came later.
 RUNSC_ARGS='["--network=none", "--oci-seccomp"]'

@@ -26,10 +26,11 @@ from rewardbox.rewards.code import CodeReward
 from rewardbox.rewards.composite import CompositeReward
 from rewardbox.rewards.correctness import CorrectnessReward
 from rewardbox.rewards.extract import extract_code
-from rewardbox.rewards.label_formats import MathLabel
+from rewardbox.rewards.label_formats import MathLabel, StdioLabel
 from rewardbox.rewards.labels import parse_label
 from rewardbox.rewards.logs import CRASH_VERDICTS, sample_logs, trainer_numbers, verdict_of
 from rewardbox.sandbox import SandboxError, Session, SessionEnded, SessionRefused
+from rewardbox.sandbox import language as language_entry
 from rewardbox.settings import FEEDBACK_TEMPLATES
 
 __all__ = ["CodingEpisode", "feedback"]
@@ -38,9 +39,10 @@ __all__ = ["CodingEpisode", "feedback"]
 log = logging.getLogger("rewardbox.adapters.openrlhf")
 
 
-def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> str:
+def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500, language: str = "python") -> str:
     """What the model hears after an attempt that did not pass: the failing
-    tests (at most `max_tests`) and their errors (at most `max_chars` each).
+    tests (at most `max_tests`) and their errors (at most `max_chars` each),
+    and how to answer in the task's language.
 
     >>> print(feedback(RewardOutput(reward=0.5, score=0.75, metadata={
     ...     "verdict": "failed", "passed": 1, "total": 2,
@@ -51,10 +53,11 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
     - test_b: assert 3 == 4
     Fix the code and answer with the complete solution in one ```python block.
     """
+    lang = language_entry(language)
     verdict = verdict_of(output)
     error = _clip(str(output.first_metadata("error") or output.first_metadata("message") or "").strip(), max_chars)
     if verdict == "no_code":
-        lines = ["No Python code was found in your answer."]
+        lines = [f"No {lang.title} code was found in your answer."]
     elif verdict == "timeout":
         lines = ["Your code did not finish within the time limit."]
     elif verdict in CRASH_VERDICTS:
@@ -71,12 +74,13 @@ def feedback(output: RewardOutput, max_tests: int = 5, max_chars: int = 500) -> 
                 lines.append(f"- {name}: " + message.replace("\n", "\n  "))
             if len(failing) > max_tests:
                 lines.append(f"- ... and {len(failing) - max_tests} more")
-    lines.append("Fix the code and answer with the complete solution in one ```python block.")
+    lines.append(f"Fix the code and answer with the complete solution in one ```{lang.fence} block.")
     return "\n".join(lines)
 
 
 _CRASH_TEXT = {
     "syntax_error": "Your code has a syntax error.",
+    "compile_error": "Your code did not compile.",
     "import_error": "Your code failed to import.",
     "collection_error": "The tests could not load your code.",
     "out_of_memory": "Your code ran out of memory.",
@@ -120,8 +124,9 @@ class CodingEpisode:
     feedback are those of grading the answer. The session closes when the
     episode ends (`done`, or a failure raised), at the next `reset`, when the
     episode is collected, or at its idle limit. An answer without code, a
-    label that is not code (a math answer) and a reward that runs no code
-    are graded as a single sample, without a session; so is every step when
+    label that is not code (a math answer), a program in another language
+    than Python (a session is a Python container) and a reward that runs no
+    code are graded as a single sample, without a session; so is every step when
     the samples run on Ray (`REWARDBOX_RAY`), whose nodes may have no engine here.
 
     An instance holds one episode at a time (its steps, task, reward paid so
@@ -179,7 +184,8 @@ class CodingEpisode:
             # float64: the trainer adds up .item() of each step; float32 rounding would show in the total.
             "rewards": torch.tensor(delta, dtype=torch.float64),
             "scores": torch.tensor(score, dtype=torch.float32),
-            "environment_feedback": "" if done else self.template.replace("{feedback}", feedback(output)),
+            "environment_feedback": "" if done else self.template.replace(
+                "{feedback}", feedback(output, language=self._language(sample.label) or "python")),
             "done": done,
             "sampling_params": states.get("sampling_params"),
             "extra_logs": {key: torch.tensor(value, dtype=torch.float32)
@@ -222,10 +228,20 @@ class CodingEpisode:
     def _in_session(self, reward: Reward, label: Any) -> bool:
         if self._scorer.settings.ray or not _runs_code(reward):
             return False
+        # A session is a Python container: another language's program is graded alone, in its image.
+        return self._language(label) == "python"
+
+    def _language(self, label: Any) -> str | None:
+        """The language of the label's program (a stdio label naming none: the
+        settings'); None for a label that is not code or cannot be read."""
         try:
-            return not isinstance(parse_label(label), MathLabel)
+            parsed = parse_label(label)
         except Exception:  # noqa: BLE001 - an unusable label: the reward answers it, no container needed
-            return False
+            return None
+        if isinstance(parsed, MathLabel):
+            return None
+        named = "language" in parsed.model_fields_set or not isinstance(parsed, StdioLabel)
+        return parsed.code_language() if named else self._scorer.settings.language
 
     def _open(self) -> Session:
         with self._session_lock:

@@ -50,7 +50,8 @@ def process_sandbox() -> tuple[Sandbox, CodeReward]:
             box = make_local_sandbox(sandbox_config(settings))
             if settings.warm_sessions:  # a rollout's session then starts at once
                 box.keep_sessions_warm(settings.warm_sessions)
-            _shared = (os.getpid(), box, CodeReward(box, policy=settings.policy, limits=settings.limits))
+            _shared = (os.getpid(), box, CodeReward(box, policy=settings.policy, limits=settings.limits,
+                                                    language=settings.language))
         return _shared[1], _shared[2]
 
 

@@ -1,11 +1,13 @@
 """SandboxFusion's `/run_code`, for verl: point verl's sandbox URL here and its
 built-in code scoring runs each test case in the service's sandbox (same
-containers, limits, hardening and container bound as every other route).
+containers, limits, hardening and container bound as every other route), in
+any language of rewardbox's table, each in its toolchain's image.
 
 What the program did is data in SandboxFusion's shape (see
 `rewardbox.rewards.sandboxfusion`). What could not be run answers 200 with status
 "SandboxError" and the reason, as SandboxFusion answers: an unsupported
-language, unusable files, or our own failure (the engine down).
+language, unusable files, a language whose image the engine lacks (the
+message says how to build it), or our own failure (the engine down).
 
 Under load a request waits in line (`rewardbox.rewards.server.line`) until just before
 verl would stop waiting: verl 0.9.1 times an attempt out after
@@ -65,7 +67,7 @@ def hold_s(body: RunCodeRequest, margin_s: float) -> float:
 @router.post("/run_code", response_model=RunCodeResponse)
 async def run_code(body: RunCodeRequest, http: Request,
                    service: Service = Depends(request_service)) -> RunCodeResponse | JSONResponse:
-    """Runs `code` as a Python 3 program with `stdin`; SandboxFusion's answer."""
+    """Compiles (for a compiled language) and runs `code` with `stdin`; SandboxFusion's answer."""
     service.check_sizes([body.code], "code")
     s = service.settings
     try:
@@ -90,4 +92,4 @@ async def run_code(body: RunCodeRequest, http: Request,
     except SandboxError as exc:
         log.error("/run_code failed on our side: %s", exc)
         return refused(f"rewardbox could not run the code: {exc}")
-    return run_code_response(result)
+    return run_code_response(result, request.language)

@@ -107,3 +107,29 @@ def test_gvisor_runs_a_few_processes_within_the_default_limits(boxes):
 
     assert grade.verdict is Verdict.PASSED, grade.message
     assert grade.reward == 1.0
+
+
+# Threads start under both runtimes (under gVisor, a seccomp profile it can apply: runsc turns Docker's
+# ENOSYS for clone3 into EPERM, and glibc then starts none); namespaces stay refused under both.
+THREADS_AND_NAMESPACES = """\
+import ctypes, threading
+seen = []
+threads = [threading.Thread(target=seen.append, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc = ctypes.CDLL(None, use_errno=True)
+print("threads:", sorted(seen))
+print("unshare(CLONE_NEWUSER):", libc.unshare(0x10000000), ctypes.get_errno())
+print("clone(CLONE_NEWUSER):", libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0), ctypes.get_errno())
+print("keyctl:", libc.syscall(250, 0, 0, 0, 0, 0), ctypes.get_errno())
+"""
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_threads_start_and_namespaces_are_refused(boxes, runtime):
+    result = boxes[runtime].run(RunRequest(files={"probe.py": THREADS_AND_NAMESPACES}, program="probe.py"))
+
+    assert (result.verdict, result.stdout.splitlines()) == (Verdict.PASSED, [
+        "threads: [0, 1, 2, 3]", "unshare(CLONE_NEWUSER): -1 1", "clone(CLONE_NEWUSER): -1 1", "keyctl: -1 1"]), result

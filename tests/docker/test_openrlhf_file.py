@@ -129,3 +129,25 @@ def test_agent_episode_feeds_failures_back_and_ends_on_success(sandbox):
     # OpenRLHF adds up the step rewards: the total is the last attempt's.
     assert first["rewards"].item() + second["rewards"].item() == pytest.approx(1.0)
     assert second["scores"].item() == pytest.approx(1.0)
+
+
+def test_a_cpp_episode_is_graded_in_its_image_without_a_python_session(sandbox):
+    from rewardbox.adapters.openrlhf import CodingEpisode, OpenRLHFReward
+
+    episode = CodingEpisode(scorer=OpenRLHFReward(reward=CorrectnessReward(sandbox)), max_steps=3)
+    label = json.dumps({"language": "cpp", "inputs": ["1 2\n", "40 2\n"], "outputs": ["3\n", "42\n"]})
+    broken = "```cpp\nint main() { std::cout << 1 }\n```<|im_end|>"
+    right = ("```cpp\n#include <iostream>\nint main() { long long a, b; std::cin >> a >> b; std::cout << a + b; }\n"
+             "```<|im_end|>")
+    episode.reset({"observation": "Add two numbers, in C++.", "label": label})
+
+    first = episode.step({"observation_text": "", "action_text": broken, "label": label})
+    assert episode.session is None  # a session is a Python container: C++ runs in its own image
+    second = episode.step({"observation_text": "", "action_text": right, "label": label})
+
+    assert first["done"] is False and "Your code did not compile." in first["environment_feedback"]
+    assert "is not a member of" in first["environment_feedback"]  # g++'s own message, read back to the model
+    assert second["done"] is True
+    assert first["rewards"].item() + second["rewards"].item() == pytest.approx(1.0)
+    assert episode.session is None
+    assert "one ```cpp block" in first["environment_feedback"]  # not Python's fence

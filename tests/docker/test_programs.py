@@ -92,6 +92,21 @@ def test_the_programs_end_in_every_way(graded):
         assert graded[name][0].verdict.value == "passed", name
 
 
+def test_a_program_that_kills_the_seed_at_once_fails_only_its_own_input(pooled):
+    # Killed before the seed could tell the program's pid: that input is spent and its end
+    # unknown (failed, as killed); it is never run again, where its parent would be the
+    # test process itself.
+    program = ("import os, signal\ntry:\n    os.close(os.open('/tmp/first', os.O_CREAT | os.O_EXCL))\n"
+               "    os.kill(os.getppid(), signal.SIGKILL)  # the first program only: its parent is the seed\n"
+               "except FileExistsError:\n    pass\n") + READ + "print(a + b)\n"
+
+    for _ in range(3):  # the seed dies before or after telling the pid: both ways, the same grades
+        result = pooled.run(parse_label(LABEL).request(program, Limits(timeout_s=20)))
+        assert result.verdict.value == "failed", result
+        assert [t.outcome.value for t in result.tests] == ["failed", "passed", "passed"], result.tests
+        assert "signal 9" in (result.tests[0].message or "")
+
+
 def test_a_program_that_kills_the_seed_leaves_the_next_inputs_their_runs(pooled):
     # The first input's program kills its parent, the seed serving the run's programs (its
     # own exit is then not known: failed); the next inputs are run by new interpreters.

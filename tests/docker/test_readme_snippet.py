@@ -1,8 +1,9 @@
-"""The README's Python snippet runs as a pip user would paste it.
+"""The README's Python snippets run as a pip user would paste them.
 
-The first ```python block of README.md is run as a script in a fresh
-interpreter (this test's virtualenv), from a directory outside the checkout,
-and must print the reward its comment promises, leaving no container behind.
+The first ```python block of README.md, and the one of its "Other languages"
+section (a C++ program), are each run as a script in a fresh interpreter
+(this test's virtualenv), from a directory outside the checkout, and must
+print the reward their comment promises, leaving no container behind.
 """
 
 import os
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import docker
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # The snippet promises, in its last line's comment, what it prints.
@@ -21,8 +23,10 @@ PRINTED = "1.0 passed"
 MAX_LINES = 12
 
 
-def first_python_block(markdown: str) -> str:
-    """The body of the first fenced block tagged `python`."""
+def first_python_block(markdown: str, section: str | None = None) -> str:
+    """The body of the first fenced block tagged `python` (in `section`, a `## ` heading, when given)."""
+    if section is not None:
+        markdown = markdown.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"^```python\n(.*?)^```$", markdown, re.MULTILINE | re.DOTALL)
     assert match, "README.md holds no ```python block"
     return match.group(1)
@@ -33,8 +37,9 @@ def test_first_python_block_is_found_without_the_fences():
     assert first_python_block(text) == "print(1)\n"
 
 
-def test_the_readme_snippet_scores_one_completion(tmp_path):
-    snippet = first_python_block((ROOT / "README.md").read_text())
+@pytest.mark.parametrize("section", [None, "Other languages"])
+def test_the_readme_snippet_scores_one_completion(tmp_path, section):
+    snippet = first_python_block((ROOT / "README.md").read_text(), section)
     assert len(snippet.splitlines()) <= MAX_LINES, snippet
     assert re.search(r"^from rewardbox import ", snippet, re.MULTILINE), "the snippet imports the public API"
     script = tmp_path / "snippet.py"

@@ -86,10 +86,10 @@ def test_a_label_extracts_its_program_in_its_language():
 
 
 def test_a_program_in_another_language_never_becomes_a_python_run():
-    label = parse_label({**STDIO, "language": "cpp"})
+    request = parse_label({**STDIO, "language": "cpp"}).request(CPP, Limits())
 
-    with pytest.raises(LabelError, match=r"a cpp program cannot run yet: its sandbox image \(rewardbox/cpp\) "):
-        label.request(CPP, Limits())
+    assert (request.language, request.files) == ("cpp", {"main.cpp": CPP})
+    assert "solution.py" not in request.files
 
 
 def test_a_python_stdio_request_is_unchanged_by_the_language_field():

@@ -18,7 +18,8 @@ import rewardbox.images.languages
 from rewardbox import __version__
 from rewardbox.images import build_hint, image_tag, language_tag, resolve_image
 from rewardbox.images.build import ImageBuildError, debs_label, fetch_debs, language_image_current, planned_debs
-from rewardbox.images.languages import LANGUAGE_IMAGES, LanguageImage, language_of_tag
+from rewardbox.images.languages import JAVAC_JVM_FLAGS, LANGUAGE_IMAGES, LanguageImage, language_of_tag
+from rewardbox.sandbox.languages import LANGUAGES, language
 
 # `apt-get -s install g++ g++-12` against the lean image, cut down: what it prints.
 SIMULATION = """\
@@ -32,9 +33,35 @@ Conf g++-12 (12.2.0-14+deb12u1 Debian:12.11/stable [amd64])
 """
 
 
+def test_every_language_of_the_table_but_python_has_an_image_and_every_image_a_language():
+    wanted = {lang.image.removeprefix("rewardbox/") for lang in LANGUAGES if lang.name != "python"}
+    assert set(LANGUAGE_IMAGES) == wanted == {"cpp", "java", "javascript", "go", "rust"}  # cpp20 is cpp's
+
+
 def test_cpp_is_g_plus_plus_12_from_debian_with_its_usual_command_names():
-    assert set(LANGUAGE_IMAGES) == {"cpp"}  # the only toolchain built for now
     assert set(LANGUAGE_IMAGES["cpp"].packages) == {"g++", "g++-12"}
+
+
+def test_the_other_toolchains_are_debians_own_of_the_versions_decided():
+    packages = {name: set(entry.packages) for name, entry in LANGUAGE_IMAGES.items()}
+    assert packages["java"] == {"openjdk-17-jdk-headless"}  # javac and java 17
+    assert packages["javascript"] == {"nodejs"}  # bookworm's 18.x, never the host's
+    assert packages["go"] == {"golang-1.19-go", "golang-go"}  # golang-go: `go` on PATH
+    assert packages["rust"] == {"rustc-web"}  # 1.85 (bookworm's rustc is 1.63)
+
+
+def test_javas_class_data_archive_is_dumped_for_the_tables_javac_and_runs():
+    # The archive is recorded with javac's flags as the table has them (one list, checked here:
+    # the images package cannot import the sandbox's table) and dumped with the runs' collector.
+    java = language("java")
+    assert java.compile is not None
+    assert tuple(arg for arg in java.compile if arg.startswith("-J")) == JAVAC_JVM_FLAGS
+    setup = LANGUAGE_IMAGES["java"].setup
+    (record,) = [line for line in setup if "DumpLoadedClassList" in line]
+    assert record.startswith("javac ") and all(flag in record.split() for flag in JAVAC_JVM_FLAGS)
+    (dump,) = [line for line in setup if "-Xshare:dump" in line]
+    assert "-XX:+UseSerialGC" in java.run and "-XX:+UseSerialGC" in dump.split()
+    assert '-XX:SharedArchiveFile="$jdk/lib/server/classes.jsa"' in dump.split()  # the default archive
 
 
 def test_the_tag_names_the_language_and_the_version():
@@ -86,16 +113,21 @@ def test_an_unknown_language_is_refused_with_the_known_ones():
         language_tag("cobol")
 
 
-def test_a_language_name_resolves_to_its_image_and_its_hint_is_the_build_command():
-    assert resolve_image("cpp") == language_tag("cpp")
+@pytest.mark.parametrize("name", sorted(LANGUAGE_IMAGES))
+def test_a_language_name_resolves_to_its_image_and_its_hint_is_the_build_command(name):
+    assert resolve_image(name) == language_tag(name) and language_tag(name).startswith(f"rewardbox/{name}:")
     assert resolve_image("python") == image_tag()  # the variants are unchanged
-    assert "rewardbox image build --language cpp" in build_hint(language_tag("cpp"))
-    assert language_of_tag(language_tag("cpp")) == "cpp"
+    assert f"rewardbox image build --language {name}" in build_hint(language_tag(name))
+    assert language_of_tag(language_tag(name)) == name
     assert language_of_tag(image_tag()) is None and language_of_tag("ghcr.io/me/rewardbox/cpp:1") is None
 
 
 def test_the_install_strips_setuid_and_the_image_runs_as_the_sandbox_user_in_work():
-    assert "find / -xdev -perm /6000 -type f -exec chmod a-s {} +" in rewardbox.images.languages.INSTALL.splitlines()
+    install = rewardbox.images.languages.INSTALL.splitlines()
+    assert "find / -xdev -perm /6000 -type f -exec chmod a-s {} +" in install
+    # Before dpkg: update-alternatives links the JDK's manual pages there, and the install leaves
+    # /usr/share/man out.
+    assert install.index("mkdir -p /usr/share/man/man1") < next(i for i, line in enumerate(install) if "dpkg -i" in line)
     assert (rewardbox.images.languages.USER, rewardbox.images.languages.WORKDIR) == ("10001:10001", "/work")
 
 
@@ -220,3 +252,35 @@ def test_fetch_debs_says_what_failed(fake_apt, tmp_path):
     (tmp_path / "bin" / "apt-get").unlink()
     with pytest.raises(ImageBuildError, match="fetched on this machine by apt-get"):
         fetch_debs(["g++-12"], b"", tmp_path / "debs", mirror="http://mirror.example/debian")
+
+
+# -- image list on an engine holding untagged images --
+
+class _ListingEngine:
+    """The parts of docker's APIClient `rewardbox image list` reads: a tagged
+    image and one a rebuild took the tag from, which the engine lists as
+    <none>:<none> and refuses to inspect by that name."""
+
+    def __init__(self, labels):
+        self.labels = labels
+
+    def images(self, filters):
+        return [{"Labels": self.labels, "RepoTags": ["<none>:<none>"], "Size": 10**8},
+                {"Labels": self.labels, "RepoTags": [language_tag("java")], "Size": 435 * 10**6}]
+
+    def inspect_image(self, name):
+        import docker
+
+        if name == "<none>:<none>":
+            raise docker.errors.APIError("400 Client Error: no such image: <none>:<none>: invalid reference format")
+        return {"Config": {"Labels": self.labels}}
+
+
+def test_image_list_passes_over_untagged_images(monkeypatch, capsys):
+    labels = {"rewardbox.image": "java", "rewardbox.language": "java", "rewardbox.from": image_tag(),
+              "rewardbox.debs": "[]", "rewardbox.harness": "abc"}
+    monkeypatch.setattr(rewardbox.images.build, "_client", lambda *args: _ListingEngine(labels))
+    assert rewardbox.images.build._list(None) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 2 and rows[1].split()[:3] == [language_tag("java"), "435", "MB"]
+    assert rows[1].split()[-1] == "deb:openjdk-17-jdk-headless"

@@ -1,7 +1,9 @@
 """`rewardbox.sandbox.languages`: the one table of languages, its lookups, what
-the rewards do with a language before its image exists, the compile_error
+a label in another language sends (its file, its steps on the wire, its
+deadline), what the rewards do when its image is missing, the compile_error
 verdict's reward, and docs/languages.md's table, generated from the table."""
 
+import json
 import re
 from pathlib import Path
 
@@ -10,10 +12,19 @@ from pydantic import ValidationError
 
 from rewardbox.images import REPOSITORY
 from rewardbox.rewards import CodeReward, GradingPolicy
-from rewardbox.rewards.code import RUNNABLE_LANGUAGES
 from rewardbox.rewards.logs import CRASH_VERDICTS
-from rewardbox.sandbox import LANGUAGES, Language, Outcome, UnknownLanguage, Verdict, language
-from rewardbox.sandbox.protocol import SOLUTION_FILE
+from rewardbox.sandbox import (
+    LANGUAGES,
+    ImageMissing,
+    Language,
+    Limits,
+    Outcome,
+    RunRequest,
+    UnknownLanguage,
+    Verdict,
+    language,
+)
+from rewardbox.sandbox.protocol import SOLUTION_FILE, encode_request
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "languages.md"
 NAMES = ("python", "cpp", "cpp20", "java", "javascript", "go", "rust")
@@ -109,7 +120,9 @@ def test_each_image_is_its_toolchain_s_and_cpp20_shares_cpp_s():
 
     assert images == {"python": REPOSITORY, "cpp": "rewardbox/cpp", "cpp20": "rewardbox/cpp", "java": "rewardbox/java",
                       "javascript": "rewardbox/javascript", "go": "rewardbox/go", "rust": "rewardbox/rust"}
-    assert all(lang.compile_timeout_s == 10.0 for lang in LANGUAGES)  # SandboxFusion's default compile_timeout
+    # SandboxFusion's default compile_timeout; rustc optimising takes seconds on a loaded host.
+    assert {lang.name: lang.compile_timeout_s for lang in LANGUAGES} == {name: 30.0 if name == "rust" else 10.0
+                                                                          for name in NAMES}
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -119,7 +132,7 @@ def test_each_image_is_its_toolchain_s_and_cpp20_shares_cpp_s():
 ])
 def test_an_inconsistent_entry_is_refused(fields, message):
     with pytest.raises(ValidationError, match=message):
-        Language.model_validate({"name": "x", "aliases": ("x",), "sandboxfusion": None, "source": "main.x",
+        Language.model_validate({"name": "x", "title": "X", "aliases": ("x",), "sandboxfusion": None, "source": "main.x",
                                  "run": ("./main",), "image": "rewardbox/x", **fields})
 
 
@@ -178,36 +191,79 @@ def test_a_fence_less_completion_is_code_by_its_language_s_marker(name, text, co
     assert language(name).looks_like_code(text) is code
 
 
-# --- before the images exist: unscorable, never a penalty ---------------------
+# --- another language's run: its file, its steps, its image ----------------------
 
 STDIO = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
 CPP = "#include <cstdio>\nint main() { int a, b; scanf(\"%d %d\", &a, &b); printf(\"%d\\n\", a + b); }\n"
+JAVA_ADDER = "import java.util.*;\npublic class Adder {\n  public static void main(String[] a) {}\n}\n"
 
 
-@pytest.mark.parametrize("label, completion", [
-    pytest.param({**STDIO, "language": "cpp"}, f"```cpp\n{CPP}```", id="stdio-cpp"),
-    pytest.param({**STDIO, "language": "Rust"}, "```rust\nfn main() {}\n```", id="stdio-rust"),
+@pytest.mark.parametrize("label, completion, source, code, run", [
+    pytest.param({**STDIO, "language": "cpp"}, f"```cpp\n{CPP}```", "main.cpp", CPP, ["./main"], id="stdio-cpp"),
     pytest.param({"language": "c++", "test_cases": [{"input": "1 2\n", "output": "3\n", "type": "stdin_stdout"}]},
-                 f"```c++\n{CPP}```", id="open-r1-cpp"),
-    pytest.param({**STDIO, "language": "java"}, "I cannot solve this.", id="no-code-still-unscorable"),
+                 f"```c++\n{CPP}```", "main.cpp", CPP, ["./main"], id="open-r1-cpp"),
+    pytest.param({**STDIO, "language": "Java"}, f"```java\n{JAVA_ADDER}```", "Adder.java", JAVA_ADDER,
+                 ["java", "-XX:+UseSerialGC", "-XX:MaxRAMPercentage=75", "-Xss64m", "-XX:-UsePerfData", "-ea",
+                  "-DONLINE_JUDGE=true", "-cp", ".", "Adder"], id="stdio-java-public-class"),
 ])
-def test_a_language_without_its_image_is_unscorable_and_never_reaches_the_sandbox(fake_sandbox, label, completion):
-    box = fake_sandbox()  # no answers: a request would fail the test
+def test_another_language_s_program_is_sent_in_its_file_with_its_run(fake_sandbox, result, label, completion, source,
+                                                                      code, run):
+    box = fake_sandbox(result(Verdict.PASSED, ("test_case_0", Outcome.PASSED)))
+
+    g = CodeReward(sandbox=box).grade(completion, label)
+
+    assert (g.reward, g.verdict) == (1.0, Verdict.PASSED)
+    [request] = box.requests
+    assert (request.language, request.files, request.source_file()) == (language(label["language"]).name,
+                                                                         {source: code}, source)
+    data = json.loads(request.test_data or "")
+    assert (data["run"], data["env"], data["mode"]) == (run, {}, "stdio")  # the harness keeps no table
+    wire = json.loads(encode_request(request, "n"))["language"]
+    assert wire["run"] == run and wire["compile"][-1] == source and wire["compile_timeout_s"] == 10.0
+
+
+def test_a_checked_language_s_check_runs_before_tests_but_not_before_a_program():
+    tests = RunRequest(files={"main.js": "x"}, tests={"test_a.py": ""}, language="node")
+    program = RunRequest(files={"main.js": "x"}, program="main.js", language="js")
+    assert json.loads(encode_request(tests, "n"))["language"]["compile"] == ["node", "--check", "main.js"]
+    assert json.loads(encode_request(program, "n"))["language"]["compile"] is None  # as SandboxFusion: none
+    assert tests.deadline_s() == program.deadline_s() + 10.0
+
+
+def test_python_s_wire_carries_no_language():
+    request = RunRequest(files={SOLUTION_FILE: "x = 1"}, tests={"test_a.py": ""})
+    assert "language" not in json.loads(encode_request(request, "n"))
+    assert request.deadline_s() == 15.0
+
+
+@pytest.mark.parametrize("request_args, error", [
+    ({"files": {"main.py": "x"}, "program": "main.py", "language": "cpp"}, "must be a .cpp file"),
+    ({"files": {"a.cpp": "x", "b.cpp": "y"}, "tests": {"test_a.py": ""}, "language": "cpp"}, "one .cpp file"),
+    ({"files": {"main.go": "x"}, "tests": {"test_a.py": ""}, "language": "cobol"}, "unknown language 'cobol'"),
+    ({"files": {"main.rs": "x"}, "tests": {"test_a.py": ""}, "language": "rust", "solution_in_process": True},
+     "for Python code"),
+])
+def test_a_request_in_another_language_is_checked(request_args, error):
+    with pytest.raises(ValueError, match=error):
+        RunRequest(**request_args)
+
+
+def test_a_language_whose_image_is_missing_is_unscorable_never_a_penalty(fake_sandbox):
+    missing = ImageMissing("the sandbox image rewardbox/rust:x is not on the Docker engine: run `rewardbox image "
+                           "build --language rust` to build it")
+    box = fake_sandbox(missing, missing)
 
     reward = CodeReward(sandbox=box)
-    g = reward.grade(completion, label)
+    g = reward.grade("```rust\nfn main() {}\n```", {**STDIO, "language": "Rust"})
 
-    assert (g.reward, g.score, g.verdict) == (None, None, None)
-    assert reward(completion, label).reward is None  # a trainer's "no reward", never a penalty
-    name = language(label["language"]).name
-    assert g.error == (f"the label's program is in {name}, whose sandbox image ({language(name).image}) is not built "
-                       "yet: rewardbox runs only python programs today (the dataset's need, not the model's fault; "
-                       "docs/languages.md)")
-    assert box.requests == []
+    assert (g.reward, g.score, g.verdict, g.error) == (None, None, None, str(missing))
+    assert reward("```rust\nfn main() {}\n```", {**STDIO, "language": "rs"}).reward is None  # never a penalty
 
 
-def test_only_python_runs_today():
-    assert sorted(RUNNABLE_LANGUAGES) == ["python"]
+def test_a_missing_python_image_is_still_our_failure(fake_sandbox):
+    box = fake_sandbox(ImageMissing("no image"))
+    with pytest.raises(ImageMissing):
+        CodeReward(sandbox=box).grade("```python\nprint(3)\n```", STDIO)
 
 
 def test_a_python_stdio_label_still_runs(fake_sandbox, result):
@@ -283,3 +339,46 @@ def test_the_doc_s_table_is_checked(monkeypatch):
     changed = language("rust").model_copy(update={"compile": ("rustc", "main.rs")})
     monkeypatch.setattr(f"{__name__}.LANGUAGES", tuple(changed if lang.name == "rust" else lang for lang in LANGUAGES))
     assert generated(DOC.read_text(), "table") != languages_table()
+
+
+def test_a_stdio_label_without_a_language_takes_the_reward_s(fake_sandbox, result):
+    box = fake_sandbox(*[result(Verdict.PASSED, ("test_case_0", Outcome.PASSED))] * 3)
+    reward = CodeReward(sandbox=box, language="C++")
+
+    reward.grade(f"```cpp\n{CPP}```", STDIO)  # APPS/TACO rows name no language: the reward's
+    reward.grade("```python\nprint(3)\n```", {**STDIO, "language": "python"})  # a label's own wins
+    reward.grade(f"```cpp\n{CPP}```", {"input_output": {"inputs": ["1 2\n"], "outputs": ["3\n"]}})
+
+    assert [r.language for r in box.requests] == ["cpp", "python", "cpp"]
+    assert CodeReward(sandbox=box).language == "python"
+    with pytest.raises(UnknownLanguage):
+        CodeReward(sandbox=box, language="cobol")
+
+
+def test_a_bounded_compile_gets_an_address_space_limit_on_the_wire():
+    def wire(lang, source, **limits):
+        request = RunRequest(files={source: "x"}, program=source, language=lang, limits=Limits(**limits))
+        return json.loads(encode_request(request, "n"))["language"]
+
+    assert wire("cpp", "main.cpp")["compile_memory_bytes"] == 480 << 20  # memory_mb less gVisor's share
+    assert wire("cpp20", "main.cpp", memory_mb=1024, compile_memory_mb=300)["compile_memory_bytes"] == 300 << 20
+    assert wire("cpp", "main.cpp", memory_mb=256, compile_memory_mb=4096)["compile_memory_bytes"] == 256 << 20
+    assert wire("java", "Main.java")["compile_memory_bytes"] is None  # a JVM reserves more than it uses
+
+
+def test_each_language_s_title_and_fence_are_what_a_model_reads():
+    assert {lang.name: (lang.title, lang.fence) for lang in LANGUAGES} == {
+        "python": ("Python", "python"), "cpp": ("C++", "cpp"), "cpp20": ("C++20", "cpp"), "java": ("Java", "java"),
+        "javascript": ("JavaScript", "javascript"), "go": ("Go", "go"), "rust": ("Rust", "rust")}
+
+
+def test_the_compile_deadline_is_the_language_s_unless_given():
+    def request(lang, source, **limits):
+        return RunRequest(files={source: "x"}, program=source, language=lang, limits=Limits(**limits))
+
+    assert request("rust", "main.rs").compile_timeout_s() == 30.0
+    assert request("cpp", "main.cpp").compile_timeout_s() == 10.0
+    assert request("rust", "main.rs", compile_timeout_s=5).compile_timeout_s() == 5.0  # given: kept
+    wire = json.loads(encode_request(request("rust", "main.rs"), "n"))["language"]
+    assert wire["compile_timeout_s"] == 30.0
+    assert request("rust", "main.rs").deadline_s() == 10.0 + 5.0 + 30.0

@@ -9,15 +9,24 @@ import pydantic
 import pytest
 
 from rewardbox.sandbox import Limits, RunRequest
-from rewardbox.sandbox.protocol import DEFAULT_TEXT_CAP, REPORT_PREFIX, TEXT_CAPS, encode_request, new_nonce, parse_report
+from rewardbox.sandbox.protocol import (
+    DEFAULT_TEXT_CAP,
+    PROTOCOL_VERSION,
+    REPORT_PREFIX,
+    TEXT_CAPS,
+    encode_request,
+    new_nonce,
+    parse_report,
+)
 
 NONCE = "a" * 64
-REPORT = {"version": 1, "phase": "pytest", "returncode": 0, "records": [{"event": "finished", "exitstatus": 0}]}
+REPORT = {"version": PROTOCOL_VERSION, "phase": "pytest", "returncode": 0, "records": [{"event": "finished", "exitstatus": 0}]}
 
 
 def signed(report: dict | bytes, nonce: str = NONCE) -> bytes:
     """A report line as the supervisor writes it (of this protocol's version unless it says another)."""
-    body = report if isinstance(report, bytes) else json.dumps({"version": 1, **report}, separators=(",", ":")).encode()
+    body = report if isinstance(report, bytes) else \
+        json.dumps({"version": PROTOCOL_VERSION, **report}, separators=(",", ":")).encode()
     mac = hmac.new(nonce.encode(), body, hashlib.sha256).hexdigest().encode()
     return REPORT_PREFIX + mac + b" " + body
 
@@ -46,7 +55,7 @@ def test_report_among_other_output_is_read():
     assert parse(stdout, NONCE) == REPORT
 
 
-FAKE = {"version": 1, "phase": "pytest", "returncode": 0, "records": [], "forged": True}
+FAKE = {"version": PROTOCOL_VERSION, "phase": "pytest", "returncode": 0, "records": [], "forged": True}
 
 
 @pytest.mark.parametrize("stdout", [
@@ -100,7 +109,7 @@ def test_lone_surrogates_become_replacement_characters():
     bad = "boom \ud800 \udfff end"
     record = {"event": "test", "nodeid": f"t.py::test[{bad}]", "name": bad, "cls": bad, "outcome": "failed",
               "message": bad, "exc_type": bad}
-    raw = {"version": 1, "phase": "pytest", "stdout": bad, "stderr": bad, "message": bad, "recycle": bad,
+    raw = {"version": PROTOCOL_VERSION, "phase": "pytest", "stdout": bad, "stderr": bad, "message": bad, "recycle": bad,
            "records": [{"event": "collected", "nodeids": [record["nodeid"]]}, record],
            "syntax_error": {"file": bad, "type": bad, "message": bad}, "files": {bad: "QUJD"}, "files_omitted": [bad]}
 
@@ -114,7 +123,7 @@ def test_lone_surrogates_become_replacement_characters():
 
 
 def test_valid_text_is_kept_as_it_is():
-    raw = {"version": 1, "phase": "pytest", "stdout": "héllo ✓ 🎉 \x00 \n", "records": []}
+    raw = {"version": PROTOCOL_VERSION, "phase": "pytest", "stdout": "héllo ✓ 🎉 \x00 \n", "records": []}
 
     assert parse(signed(raw), NONCE) == raw
 

@@ -15,7 +15,7 @@ import pytest
 from rewardbox.rewards import CodeReward
 from rewardbox.sandbox import Limits, Verdict
 from rewardbox.sandbox.models import MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, default_timeout_s
-from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, REPORT_PREFIX, TEXT_CAPS, parse_report
+from rewardbox.sandbox.protocol import MAX_REPORT_BYTES, PROTOCOL_VERSION, REPORT_PREFIX, TEXT_CAPS, parse_report
 from rewardbox.sandbox.runner import REPORT_MARGIN_BYTES
 from rewardbox.sandbox.verdict import ContainerFacts, judge
 
@@ -195,7 +195,7 @@ def failing_run(tests: int, message_chars: int = 2000) -> dict:
               for n in nodeids]
     records = feed(lines)
     assert records.rejected == 0
-    return {"version": 1, "phase": "pytest", "returncode": 1, "timed_out": False, "output_exceeded": False,
+    return {"version": PROTOCOL_VERSION, "phase": "pytest", "returncode": 1, "timed_out": False, "output_exceeded": False,
             "stdout": "", "stderr": "", "records": records.records, "rejected_records": 0, "tests_modified": False}
 
 

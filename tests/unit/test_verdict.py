@@ -38,7 +38,7 @@ def outcome_record(nodeid: str, outcome: str, exc_type: str | None = None, **ext
 def report(*records: dict, finished: bool = True, **fields) -> dict:
     """A pytest-phase report as the supervisor sends it."""
     end = [{"event": "finished", "exitstatus": fields.get("returncode", 0)}] if finished else []
-    return {"version": 1, "phase": "pytest", "returncode": 0, "timed_out": False, "output_exceeded": False,
+    return {"version": PROTOCOL_VERSION, "phase": "pytest", "returncode": 0, "timed_out": False, "output_exceeded": False,
             "duration_s": 0.25, "stdout": "..\n2 passed in 0.01s", "stderr": "", "rejected_records": 0,
             "tests_modified": False, "records": [*records, *end], **fields}
 
@@ -72,7 +72,7 @@ CLEAN = ContainerFacts(exit_code=0, duration_s=1.5)
     # Then what the harness saw.
     pytest.param(None, ContainerFacts(exit_code=0), Verdict.KILLED, id="no-report-exit-0"),
     pytest.param(None, ContainerFacts(exit_code=137), Verdict.KILLED, id="no-report-exit-137"),
-    pytest.param({"version": 1, "phase": "syntax",
+    pytest.param({"version": PROTOCOL_VERSION, "phase": "syntax",
                   "syntax_error": {"file": "solution.py", "type": "SyntaxError", "message": "invalid syntax"}},
                  CLEAN, Verdict.SYNTAX_ERROR, id="syntax"),
     pytest.param(report({"event": "collect_error", "nodeid": "test_solution.py", "exc_type": "ImportError",
@@ -142,7 +142,7 @@ def test_untampered_run_is_not_flagged():
 
 
 def test_messages_say_what_happened():
-    syntax = {"version": 1, "phase": "syntax",
+    syntax = {"version": PROTOCOL_VERSION, "phase": "syntax",
               "syntax_error": {"type": "IndentationError", "message": "unexpected indent (solution.py, line 2)"}}
     import_error = report({"event": "collect_error", "exc_type": "ImportError", "message": "cannot import name 'f'"})
 
@@ -262,7 +262,8 @@ def test_container_facts_are_frozen():
 
 def program_report(returncode: int = 0, stdout: bytes = b"", stderr: bytes = b"", **fields) -> dict:
     """A program-run report as the supervisor sends it: output base64."""
-    return {"version": 1, "phase": "program", "returncode": returncode, "timed_out": False, "output_exceeded": False,
+    return {"version": PROTOCOL_VERSION, "phase": "program", "returncode": returncode, "timed_out": False,
+            "output_exceeded": False,
             "duration_s": 0.05, "stdout_b64": base64.b64encode(stdout).decode(),
             "stderr_b64": base64.b64encode(stderr).decode(), "output_bytes": len(stdout) + len(stderr),
             "syntax_error": None, "files": {}, "files_omitted": [], **fields}
@@ -317,7 +318,7 @@ def test_a_harness_failure_the_run_caused_is_the_runs_verdict():
     """The run lowered the harness's limits (prlimit, same user) and the harness
     failed: killed, as if it had killed the harness; never a failure of ours
     that would leave the sample unscored."""
-    attacked = {"version": 1, "phase": "harness_error", "message": "OSError: [Errno 24] Too many open files",
+    attacked = {"version": PROTOCOL_VERSION, "phase": "harness_error", "message": "OSError: [Errno 24] Too many open files",
                 "harness_attacked": True}
 
     result = judge(attacked, CLEAN)
@@ -348,11 +349,12 @@ def received(rep: dict) -> dict:
                  Verdict.IMPORT_ERROR, id="import-error"),
     pytest.param(report(collected(), returncode=5, stdout=f"no tests ran {BAD}"), Verdict.COLLECTION_ERROR,
                  id="collection-error"),
-    pytest.param({"version": 1, "phase": "syntax", "syntax_error": {"type": BAD, "message": BAD}},
+    pytest.param({"version": PROTOCOL_VERSION, "phase": "syntax", "syntax_error": {"type": BAD, "message": BAD}},
                  Verdict.SYNTAX_ERROR, id="syntax"),
     pytest.param(program_report(1, syntax_error={"type": "SyntaxError", "message": BAD}, files_omitted=[BAD]),
                  Verdict.SYNTAX_ERROR, id="program"),
-    pytest.param({"version": 1, "phase": "harness_error", "message": BAD, "harness_attacked": True}, Verdict.KILLED,
+    pytest.param({"version": PROTOCOL_VERSION, "phase": "harness_error", "message": BAD, "harness_attacked": True},
+                 Verdict.KILLED,
                  id="harness-attacked"),
 ])
 def test_lone_surrogates_from_the_container_still_serialise(rep, verdict):

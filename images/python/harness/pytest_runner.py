@@ -337,6 +337,11 @@ def main(prepared=None):
 
         with os.fdopen(data_fd, "rb") as f:
             rbcheck.load(f.read())
+            # Emptied, not only closed: the harness's other processes held it too (the supervisor,
+            # the zygote, the seed) and may not have closed theirs yet, and under gVisor a
+            # same-user process can open a non-dumpable one's /proc/<pid>/fd. Nothing of the
+            # completion runs before this line.
+            os.ftruncate(data_fd, 0)
         prepared.generated.arm(test_files, rbcheck.DATA, WORK_DIR)
 
     if data_fd < 0 and sys.argv[4] == "in-process":

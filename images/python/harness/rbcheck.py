@@ -35,6 +35,7 @@ import time
 import rbcompare
 import rbprograms
 import rbprotocol
+import rbstack
 import rbwire
 from rbcgroup import oom_kills
 
@@ -223,17 +224,25 @@ def run_program(stdin_text):
 
 
 def _start_program(feed):
-    """The solution started as a program on stdin `feed`: a fork of the seed
+    """The solution started as a program on stdin `feed`: another language's
+    run argv (its binary, compiled once for the sample), or a fork of the seed
     when the run has one (rbprograms), else a new interpreter."""
     global _programs
+    if DATA.get("run") is not None:
+        return subprocess.Popen(DATA["run"], stdin=feed, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=rbprotocol.WORK_DIR, env={**ENV, **DATA.get("env", {})}, start_new_session=True,
+                                preexec_fn=rbstack.unlimited_stack)
     if _programs is None and SEED is not None:
         _programs = _take_seed().start_programs()
     if _programs:
         try:
             return _programs.start(feed)
-        except rbprograms.ProgramServerGone:  # a program killed it: the next ones are not the worse for it
+        except rbprograms.ProgramServerGone as exc:  # a program killed it: the next ones are not the worse for it
             _programs.close()
             _programs = False
+            if isinstance(exc, rbprograms.ProgramLost):  # this input's program, most likely: its input is spent
+                raise AssertionError("the program was killed (signal 9) with the process that started it, "
+                                     "before its own end could be known") from None
     return subprocess.Popen([sys.executable, "-I", "-B", SOLUTION], stdin=feed, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=rbprotocol.WORK_DIR, env=ENV, start_new_session=True)
 

@@ -5,17 +5,17 @@ on rbrun.py, whose `handle` sends program runs here."""
 import base64
 import os
 import stat
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbrun  # noqa: E402
+import rbstack  # noqa: E402
 
 
-def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, sweep=None):
+def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, sweep=None, language=None):
     """Runs `python3 /work/<name>` (already written, `source` its text) with
-    `stdin_text` as its standard input.
+    `stdin_text` as its standard input; for another language, its run argv and
+    environment (`language`, the wire's: compiled already, when it compiles).
 
     Not -I: that would also hide the program's own directory from sys.path, and
     files written beside it must import as they would under `python file.py`.
@@ -24,21 +24,19 @@ def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, 
     What it printed (up to the output limit, both streams together) and the
     fetched files come back base64, so any bytes survive the JSON report.
     """
-    error = rbrun.syntax_error({name: source})  # still run: Python reports it as SandboxFusion's clients expect
+    if language is None:
+        error = rbrun.syntax_error({name: source})  # still run: Python reports it as SandboxFusion's clients expect
+        argv, env = [sys.executable, "-E", "-s", "-B", os.path.join(rbrun.WORK_DIR, name)], rbrun.child_env()
+    else:
+        error, argv, env = None, language["run"], {**rbrun.child_env(), **language.get("env", {})}
     stdin_fd = rbrun.memory_file((stdin_text or "").encode("utf-8", "surrogatepass"))
-    argv = [sys.executable, "-E", "-s", "-B", os.path.join(rbrun.WORK_DIR, name)]
-    started = time.monotonic()
-    child = subprocess.Popen(
-        argv, cwd=rbrun.WORK_DIR, env=rbrun.child_env(), stdin=stdin_fd,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )
-    os.close(stdin_fd)
-    streams = {"stdout": rbrun.Stream(output_limit_bytes), "stderr": rbrun.Stream(output_limit_bytes)}
-    returncode, timed_out, output_exceeded = rbrun.pump(child, streams, started + timeout_s, output_limit_bytes)
-    duration = time.monotonic() - started
-    (sweep or rbrun.kill_everything_else)()  # before fetching: nothing may change or swap the files while they are read
-    stdout = bytes(streams["stdout"].head[:output_limit_bytes])
-    stderr = bytes(streams["stderr"].head[:max(0, output_limit_bytes - len(stdout))])
+    try:
+        # The sweep comes before fetching: nothing may change or swap the files while they are read.
+        returncode, timed_out, output_exceeded, duration, stdout, stderr, output_bytes = rbrun.run_bounded(
+            argv, env, stdin_fd, timeout_s, output_limit_bytes, output_limit_bytes, sweep,
+            None if language is None else rbstack.unlimited_stack)
+    finally:
+        os.close(stdin_fd)
     files, omitted = fetch_files(fetch, output_limit_bytes - len(stdout) - len(stderr))
     return {
         "returncode": returncode,
@@ -47,7 +45,7 @@ def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, 
         "duration_s": round(duration, 6),
         "stdout_b64": base64.b64encode(stdout).decode(),
         "stderr_b64": base64.b64encode(stderr).decode(),
-        "output_bytes": sum(s.total for s in streams.values()),
+        "output_bytes": output_bytes,
         "syntax_error": error,
         "files": files,
         "files_omitted": omitted,

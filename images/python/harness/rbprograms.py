@@ -47,18 +47,29 @@ class ProgramServerGone(Exception):
     """The seed no longer answers (a program killed it): the run goes on with new interpreters."""
 
 
+class ProgramLost(ProgramServerGone):
+    """The seed took this input and died before it told the program's pid: most
+    likely this input's own program killed it, and its end is not known (its
+    input is spent, so it is not run again)."""
+
+
 class Programs:
     """The test process's handle on the seed serving programs."""
 
     def __init__(self, sock):
         self.sock = sock
+        self.gone = False  # a program killed the seed: the next inputs go to new interpreters
 
     def start(self, stdin_fd):
         """A started run of the program (a ProgramProcess), its output on pipes."""
+        if self.gone:
+            raise ProgramServerGone
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        sent = False
         try:
             socket.send_fds(self.sock, [b"run"], [stdin_fd, out_w, err_w])
+            sent = True
             reply = self.sock.recv(MESSAGE_BYTES)
         except OSError:
             reply = b""
@@ -72,7 +83,8 @@ class Programs:
         os.close(err_r)
         if word == b"error" and value.isdigit():
             raise OSError(int(value), os.strerror(int(value)))
-        raise ProgramServerGone
+        self.gone = True
+        raise ProgramLost if sent else ProgramServerGone
 
     def close(self):
         self.sock.close()
@@ -100,6 +112,7 @@ class ProgramProcess:
         word, _, value = reply.partition(b" ")
         # The seed gone too (killed with its program): the program's end is not known; it did not exit 0.
         self.returncode = int(value) if word == b"exit" and value.lstrip(b"-").isdigit() else -signal.SIGKILL
+        self.programs.gone = self.programs.gone or word != b"exit"
         return self.returncode
 
 

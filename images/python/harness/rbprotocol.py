@@ -12,7 +12,7 @@ PHASES; a pooled container first writes READY once its zygote is warm.
 """
 
 # Sent as the report's "version"; the host refuses any other as a failure of ours.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 READY = b"RBREADY\n"  # unsigned: it only says the zygote has warmed up
 REPORT_PREFIX = b"RBREPORT "
@@ -27,7 +27,12 @@ SANDBOX_GID = 10001
 
 # The report's "phase": how far the run got.
 PHASE_SYNTAX = "syntax"  # the completion did not compile; no test ran
+PHASE_COMPILE = "compile"  # another language's compile (or check) step failed; nothing ran
 PHASE_PYTEST = "pytest"  # the tests ran (records say how)
 PHASE_PROGRAM = "program"  # a program run (no tests)
 PHASE_HARNESS_ERROR = "harness_error"  # the harness failed: ours, unless the run attacked it
-PHASES = (PHASE_SYNTAX, PHASE_PYTEST, PHASE_PROGRAM, PHASE_HARNESS_ERROR)
+PHASES = (PHASE_SYNTAX, PHASE_COMPILE, PHASE_PYTEST, PHASE_PROGRAM, PHASE_HARNESS_ERROR)
+
+# A compile step's output kept for the report (both streams together): the
+# head of a compiler's message is what a person and a model read.
+COMPILE_OUTPUT_BYTES = 64 << 10

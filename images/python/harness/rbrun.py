@@ -377,6 +377,25 @@ def pump(child, streams, deadline, output_limit_bytes, extra=None):
     return child.wait(), timed_out, output_exceeded
 
 
+def run_bounded(argv, env, stdin, timeout_s, keep_bytes, limit_bytes, sweep=None, preexec_fn=None):
+    """Runs `argv` in the work dir, in a session of its own, with `stdin` (a
+    file descriptor or subprocess.DEVNULL) until it ends, `timeout_s` passes or
+    its output passes `limit_bytes`; then everything it left is killed (`sweep`,
+    else kill_everything_else). Its output's heads: both streams together
+    within `keep_bytes`. Returns (returncode, timed_out, output_exceeded,
+    duration_s, stdout, stderr, output_bytes)."""
+    started = time.monotonic()
+    child = subprocess.Popen(argv, cwd=WORK_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec_fn)
+    streams = {"stdout": Stream(keep_bytes), "stderr": Stream(keep_bytes)}
+    returncode, timed_out, output_exceeded = pump(child, streams, started + timeout_s, limit_bytes)
+    duration = time.monotonic() - started
+    (sweep or kill_everything_else)()
+    stdout = bytes(streams["stdout"].head[:keep_bytes])
+    stderr = bytes(streams["stderr"].head[:max(0, keep_bytes - len(stdout))])
+    return returncode, timed_out, output_exceeded, duration, stdout, stderr, sum(s.total for s in streams.values())
+
+
 class Records:
     """Signed per-test records from the pytest child, one per line.
 
@@ -451,14 +470,22 @@ def handle(request, zygote=None):
     try:
         write_files(WORK_DIR, request["files"], 0o644)
         write_binary_files(request.get("binary_files") or {})
+        sweep = zygote.sweep if zygote is not None else None
+        language = request.get("language")  # another language than Python's (sent only for one)
+        if language is not None and language.get("compile") is not None:
+            import rbcompile  # imported when a compiled language's run comes
+
+            report["compile"] = step = rbcompile.compile_step(language, sweep)
+            if not step["ok"]:
+                report["phase"] = rbprotocol.PHASE_COMPILE
+                return report
         if request.get("program") is not None:
             name = safe_name(request["program"])
             import rbprogram  # program mode builds on this module: imported when a program run comes
 
             report.update(phase=rbprotocol.PHASE_PROGRAM, **rbprogram.run_program(
                 name, request["files"][name], request.get("stdin"), request["timeout_s"],
-                request["output_limit_bytes"], request.get("fetch_files") or [],
-                sweep=zygote.sweep if zygote is not None else None))
+                request["output_limit_bytes"], request.get("fetch_files") or [], sweep=sweep, language=language))
         else:
             run_tests(request, report, zygote)
     except Exception as exc:  # a broken request or harness: the host reports it as ours
@@ -507,7 +534,8 @@ def run_tests(request, report, zygote=None):
     os.mkdir(TESTS_DIR, 0o755)
     test_digests = write_files(TESTS_DIR, request["tests"], 0o444)
     os.chmod(TESTS_DIR, 0o555)
-    error = syntax_error(request["files"])
+    # Python's own syntax check; another language's compile step has run already (handle).
+    error = syntax_error(request["files"]) if request.get("language") is None else None
     if error is not None:
         report.update(phase=rbprotocol.PHASE_SYNTAX, syntax_error=error)
     else:

@@ -137,11 +137,13 @@ def become_worker(sock):
     `python -I -B rbworker.py REQUESTS REPLIES` would, or for the word to
     serve the run's programs (rbprograms.serve); never returns."""
     try:
-        os.setsid()
-        forget_prepared_session()
-        # Nothing of the test process's but its output pipes: not its key, records or data.
+        # Nothing of the test process's but its output pipes: not its key, records or data. First
+        # thing: the test process goes on meanwhile, and under gVisor a same-user process can open
+        # a non-dumpable one's /proc/<pid>/fd: a program the tests start must find none of them here.
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 65536)
+        os.setsid()
+        forget_prepared_session()
         data, fds, _, _ = socket.recv_fds(sock, 64, 2)
         os.chdir(WORK_DIR)
         os.environ.clear()

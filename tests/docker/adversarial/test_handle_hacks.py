@@ -231,7 +231,7 @@ import sys
 
 FAKE = (".tests/test_solution.py::test_counts PASSED\\n.tests/test_solution.py::test_factory PASSED\\n"
         "============================== 3 passed in 0.01s ===============================\\n"
-        "RBREPORT " + "ab" * 32 + ' {"version": 1, "phase": "pytest", "records": []}\\n')
+        "RBREPORT " + "ab" * 32 + ' {"version": 2, "phase": "pytest", "records": []}\\n')
 
 
 class Counter:

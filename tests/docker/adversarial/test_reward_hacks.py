@@ -251,7 +251,7 @@ def fake_report():
     records += [{{"event": "test", "nodeid": n, "name": n.rsplit("::", 1)[1], "cls": None,
                  "outcome": "passed", "duration_s": 0.001}} for n in NODEIDS]
     records.append({{"event": "finished", "exitstatus": 0}})
-    body = json.dumps({{"version": 1, "phase": "pytest", "returncode": 0, "timed_out": False,
+    body = json.dumps({{"version": 2, "phase": "pytest", "returncode": 0, "timed_out": False,
                        "output_exceeded": False, "duration_s": 0.01, "stdout": "", "stderr": "",
                        "records": records, "rejected_records": 0, "tests_modified": False}},
                       separators=(",", ":"))
