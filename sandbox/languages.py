@@ -9,8 +9,8 @@ file's stem); nothing else is substituted. Python's entry describes what runs
 today: its syntax check and its runs are the harness's own (a fork of the
 pooled seed stands in for its run argv), so its wire stays as it is.
 
-Only Python runs today; the other entries are the plan the images and the
-harness's compile phase will follow (docs/languages.md).
+The others are compiled (or checked) by the harness's compile phase in their
+own image, then run (docs/languages.md).
 
 >>> language("C++").name, language("golang").name, language("nodejs").name
 ('cpp', 'go', 'javascript')
@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewardbox.images import REPOSITORY as PYTHON_REPOSITORY
 from rewardbox.images import language_tag
+from rewardbox.sandbox.file_names import is_plain_name
 from rewardbox.sandbox.harness_protocol import harness_protocol
 
 __all__ = ["LANGUAGES", "Language", "UnknownLanguage", "default_image", "language"]
@@ -118,7 +119,9 @@ class Language(BaseModel):
             return self.source
         base = min((len(line) - len(line.lstrip(" \t")) for line in code.splitlines() if line.strip()), default=0)
         found = next((m.group(2) for m in self._source_from.finditer(code) if len(m.group(1)) == base), None)
-        return f"{found}{PurePosixPath(self.source).suffix}" if found else self.source
+        named = f"{found}{PurePosixPath(self.source).suffix}"
+        # A name no file can have (too long) is javac's to report, against Main.java.
+        return named if found and is_plain_name(named) else self.source
 
     def first_step(self, program_run: bool) -> Argv | None:
         """What runs once before anything else: the compile, or for a checked
@@ -140,7 +143,7 @@ def _image(name: str) -> str:
 _CPP_FLAGS = ("-O2", "-pipe", "-DONLINE_JUDGE")  # Codeforces' and Piston's; the image's precompiled header needs them exact
 # Markers are bounded per line (`[ \t]`, never `\s*` across lines): one search is linear on any text.
 _CPP_MARKER = r"^[ \t]*#[ \t]*include\b|\bint[ \t]+main[ \t]*\("
-_JAVA_CLASS = r"[A-Za-z_$][\w$]*"
+_JAVA_CLASS = r"(?:[^\W\d]|\$)[\w$]*"  # a Java identifier: letters of any script, digits, `_`, `$`
 
 LANGUAGES: tuple[Language, ...] = (
     Language(

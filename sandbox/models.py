@@ -3,14 +3,13 @@
 import base64
 import binascii
 import enum
-import re
 from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rewardbox.sandbox.file_names import is_plain_name
 from rewardbox.sandbox.languages import language
 
-_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_PATH_DEPTH = 8
 # A program's output and fetched files come back base64 in the harness's report,
 # which is at most 8 MiB (rewardbox.sandbox.protocol.MAX_REPORT_BYTES): 4/3 of 2 MiB
@@ -115,7 +114,7 @@ class RunRequest(Frozen):
     @classmethod
     def _plain_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _FILE_NAME.match(name) or len(name) > 128:
+            if not is_plain_name(name):
                 raise ValueError(f"file name {name!r} must be a plain name like 'solution.py'")
         return value
 
@@ -202,7 +201,7 @@ class RunRequest(Frozen):
 def _relative_path(path: str) -> str:
     """A path below the work dir: plain names joined by '/', nothing hidden, no '..'."""
     parts = path.split("/")
-    if len(path) > 512 or len(parts) > MAX_PATH_DEPTH or not all(_FILE_NAME.match(p) and len(p) <= 128 for p in parts):
+    if len(path) > 512 or len(parts) > MAX_PATH_DEPTH or not all(map(is_plain_name, parts)):
         raise ValueError(f"path {path!r} must be relative, made of plain names like 'data/input.txt'")
     return path
 

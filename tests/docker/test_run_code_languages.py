@@ -123,9 +123,11 @@ def test_a_compile_past_compile_timeout_is_time_limit_exceeded(server_url):
     assert took < 2 + 10  # within verl's own wait for it (compile + run + 10 s)
 
 
-def test_java_is_named_after_its_public_class(server_url):
-    # SandboxFusion writes Java to Main.java, where javac refuses `public class Solution`.
-    code = SOLVES["java"].replace("public class Main", "public class Solution")
+@pytest.mark.parametrize("name", ["Solution", "Main$Solver", "Решение"])
+def test_java_is_named_after_its_public_class(server_url, name):
+    # SandboxFusion writes Java to Main.java, where javac refuses `public class Solution`;
+    # a name of `$` or another script was refused by our file names (SandboxError, a lost sample).
+    code = SOLVES["java"].replace("public class Main", f"public class {name}")
     out = ok(verl_call(server_url, code, INPUT, language="java"))
 
     assert (out["status"], out["run_result"]["stdout"]) == ("Success", ANSWER), out

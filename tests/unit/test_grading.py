@@ -242,10 +242,22 @@ def test_models_are_frozen(model, field, value):
     pytest.param(RunRequest, {"files": {"sub/solution.py": ""}, "tests": {"test_a.py": ""}}, id="subdirectory"),
     pytest.param(RunRequest, {"files": {}, "tests": {".hidden.py": ""}}, id="hidden-test"),
     pytest.param(RunRequest, {"files": {"x" * 129: ""}, "tests": {"test_a.py": ""}}, id="long-name"),
+    pytest.param(RunRequest, {"files": {"Ж" * 128: ""}, "tests": {"test_a.py": ""}}, id="over-name-max-in-utf-8"),
+    pytest.param(RunRequest, {"files": {}, "tests": {"test_a.py\n": ""}}, id="trailing-newline"),
+    pytest.param(RunRequest, {"files": {"-rf": ""}, "tests": {"test_a.py": ""}}, id="option-like"),
+    pytest.param(RunRequest, {"files": {"a\u202ey.py": ""}, "tests": {"test_a.py": ""}}, id="bidi-override"),
+    pytest.param(RunRequest, {"files": {}, "tests": {"test_a.py": ""}, "binary_files": {"d/x\n": ""}},
+                 id="binary-path-trailing-newline"),
 ])
 def test_invalid_models_are_rejected(model, fields):
     with pytest.raises(pydantic.ValidationError):
         model(**fields)
+
+
+@pytest.mark.parametrize("name", ["Foo$Bar.java", "Решение.java", "données.txt", "_9.py", "a-b.c"])
+def test_names_of_any_script_and_dollar_are_plain(name):
+    # Java names its file after its public class: any Java identifier.
+    assert name in RunRequest(files={name: ""}, tests={"test_a.py": ""}).files
 
 
 def test_grade_is_a_plain_record():

@@ -153,9 +153,17 @@ JAVA = language("java")
     pytest.param("// public class Commented {}\nclass Main {}\n", "Main.java", id="in-a-comment"),
     pytest.param("public static class Nested {}\n", "Main.java", id="static-is-never-top-level"),
     pytest.param("", "Main.java", id="empty"),
+    pytest.param("public class Foo$Bar {}\n", "Foo$Bar.java", id="dollar"),
+    pytest.param("public class Решение {}\n", "Решение.java", id="cyrillic"),
+    pytest.param("public class _9 {}\n", "_9.java", id="underscore-digit"),
+    pytest.param("public class 9Lives {}\n", "Main.java", id="not-an-identifier"),
+    pytest.param(f"public class {'A' * 200} {{}}\n", "Main.java", id="longer-than-a-file-name"),
+    pytest.param(f"public class {'Ж' * 127} {{}}\n", "Main.java", id="over-name-max-in-utf-8"),
 ])
 def test_java_s_file_is_named_after_its_public_class(code, source):
     assert JAVA.source_name(code) == source
+    # Whatever the name, a run of it is a valid request (a name the model refused was a lost sample).
+    RunRequest(files={JAVA.source_name(code): code}, tests={}, program=JAVA.source_name(code), language="java")
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "java"])
