@@ -14,7 +14,6 @@ are not written yet and the test data is never on disk, so there is nothing
 for it to read of them.
 """
 
-import base64
 import resource
 import subprocess
 
@@ -37,16 +36,8 @@ def compile_step(language, sweep=None):
     def bound():  # in the child, before the compiler: it and all it starts
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
-    returncode, timed_out, output_exceeded, duration, stdout, stderr, _ = rbrun.run_bounded(
+    run = rbrun.run_bounded(
         language["compile"], {**rbrun.child_env(), **language.get("env", {})}, subprocess.DEVNULL,
         float(language["compile_timeout_s"]), rbprotocol.COMPILE_OUTPUT_BYTES, OUTPUT_LIMIT_BYTES, sweep,
         bound if memory is not None else None)
-    return {
-        "returncode": returncode,
-        "timed_out": timed_out,
-        "output_exceeded": output_exceeded,
-        "duration_s": round(duration, 6),
-        "stdout_b64": base64.b64encode(stdout).decode(),
-        "stderr_b64": base64.b64encode(stderr).decode(),
-        "ok": returncode == 0 and not timed_out and not output_exceeded,
-    }
+    return {**run.record(), "ok": run.returncode == 0 and not run.timed_out and not run.output_exceeded}

@@ -32,24 +32,14 @@ def run_program(name, source, stdin_text, timeout_s, output_limit_bytes, fetch, 
     stdin_fd = rbrun.memory_file((stdin_text or "").encode("utf-8", "surrogatepass"))
     try:
         # The sweep comes before fetching: nothing may change or swap the files while they are read.
-        returncode, timed_out, output_exceeded, duration, stdout, stderr, output_bytes = rbrun.run_bounded(
+        run = rbrun.run_bounded(
             argv, env, stdin_fd, timeout_s, output_limit_bytes, output_limit_bytes, sweep,
             None if language is None else rbstack.unlimited_stack)
     finally:
         os.close(stdin_fd)
-    files, omitted = fetch_files(fetch, output_limit_bytes - len(stdout) - len(stderr))
-    return {
-        "returncode": returncode,
-        "timed_out": timed_out,
-        "output_exceeded": output_exceeded,
-        "duration_s": round(duration, 6),
-        "stdout_b64": base64.b64encode(stdout).decode(),
-        "stderr_b64": base64.b64encode(stderr).decode(),
-        "output_bytes": output_bytes,
-        "syntax_error": error,
-        "files": files,
-        "files_omitted": omitted,
-    }
+    files, omitted = fetch_files(fetch, output_limit_bytes - len(run.stdout) - len(run.stderr))
+    return {**run.record(), "output_bytes": run.output_bytes, "syntax_error": error, "files": files,
+            "files_omitted": omitted}
 
 
 def fetch_files(paths, budget):

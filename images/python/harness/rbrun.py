@@ -382,8 +382,7 @@ def run_bounded(argv, env, stdin, timeout_s, keep_bytes, limit_bytes, sweep=None
     file descriptor or subprocess.DEVNULL) until it ends, `timeout_s` passes or
     its output passes `limit_bytes`; then everything it left is killed (`sweep`,
     else kill_everything_else). Its output's heads: both streams together
-    within `keep_bytes`. Returns (returncode, timed_out, output_exceeded,
-    duration_s, stdout, stderr, output_bytes)."""
+    within `keep_bytes`. Returns a Bounded."""
     started = time.monotonic()
     child = subprocess.Popen(argv, cwd=WORK_DIR, env=env, stdin=stdin, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec_fn)
@@ -393,7 +392,28 @@ def run_bounded(argv, env, stdin, timeout_s, keep_bytes, limit_bytes, sweep=None
     (sweep or kill_everything_else)()
     stdout = bytes(streams["stdout"].head[:keep_bytes])
     stderr = bytes(streams["stderr"].head[:max(0, keep_bytes - len(stdout))])
-    return returncode, timed_out, output_exceeded, duration, stdout, stderr, sum(s.total for s in streams.values())
+    return Bounded(returncode, timed_out, output_exceeded, duration, stdout, stderr,
+                   sum(s.total for s in streams.values()))
+
+
+class Bounded:
+    """What run_bounded saw of a child: its status, whether the deadline or
+    the cap stopped it, its time, its output's heads and how much it wrote."""
+
+    def __init__(self, returncode, timed_out, output_exceeded, duration_s, stdout, stderr, output_bytes):
+        self.returncode, self.timed_out, self.output_exceeded = returncode, timed_out, output_exceeded
+        self.duration_s, self.stdout, self.stderr, self.output_bytes = duration_s, stdout, stderr, output_bytes
+
+    def record(self):
+        """The fields a compile step's and a program run's reports share (rbprotocol)."""
+        return {
+            "returncode": self.returncode,
+            "timed_out": self.timed_out,
+            "output_exceeded": self.output_exceeded,
+            "duration_s": round(self.duration_s, 6),
+            "stdout_b64": base64.b64encode(self.stdout).decode(),
+            "stderr_b64": base64.b64encode(self.stderr).decode(),
+        }
 
 
 class Records:
