@@ -75,10 +75,11 @@ def run(sample, generated_loop):
 
     status, lines = forked(body)
     os.close(key_r)
+    data_left = os.fstat(data).st_size  # this is a held copy, as the supervisor's, the zygote's and the seed's
     os.close(data)
     loops = [line[5:].decode() for line in lines if line.startswith(b"loop ")]
     records = records_of([line for line in lines if not line.startswith(b"loop ")])
-    return {"status": status, "records": records, "loop": loops[0] if loops else None}
+    return {"status": status, "records": records, "loop": loops[0] if loops else None, "data_left": data_left}
 
 
 out = {}
@@ -113,6 +114,13 @@ def test_generated_tests_end_as_under_pytests_loop(outcomes, name):
     assert generated["loop"] == ("generated" if SAMPLES[name][2] else "pytest")
     assert any(r.get("event") == "test" for r in reference["records"]) or name == "check_interrupts"
     assert (generated["status"], generated["records"]) == (reference["status"], reference["records"])
+
+
+def test_the_test_data_is_emptied_once_the_test_process_read_it(outcomes):
+    # Under gVisor a same-user process can open a non-dumpable one's /proc/<pid>/fd: a copy
+    # of the data's fd held elsewhere (the supervisor's, the zygote's) must hold nothing.
+    left = {(name, loop): runs[loop]["data_left"] for name, runs in outcomes.items() for loop in runs}
+    assert left == dict.fromkeys(left, 0)
 
 
 def test_the_samples_cover_every_way_a_case_ends(outcomes):
