@@ -756,7 +756,9 @@ def _attacks() -> dict[str, Attack]:
             fenced(lang, READ_EXPECTED[lang]),
             label(lang, {"inputs": ["1 2\n"], "outputs": [SECRET + "\n"]}, case_timeout_s=30), Limits(timeout_s=60))
         sleeper = SLEEPER_CPP if lang == "cpp" else honest(lang, harm=_detach(lang))
-        found[f"{lang}:double-forked-sleeper"] = Attack(fenced(lang, sleeper), label(lang))
+        # What is judged is that the sleeper goes, not speed: a Node start and its shell under gVisor
+        # took the default 3 s a case on a loaded machine once.
+        found[f"{lang}:double-forked-sleeper"] = Attack(fenced(lang, sleeper), label(lang, case_timeout_s=15))
     found["cpp:sleeper-holding-stdout"] = Attack(fenced("cpp", SLEEPER_HOLDING_STDOUT_CPP),
                                                  label("cpp", case_timeout_s=LOOP_CASE_S), QUICK)
     cpp = label("cpp", one)
