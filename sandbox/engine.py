@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 from docker.types import LogConfig, Ulimit
 from pydantic import BaseModel, ConfigDict
 from tenacity import (
@@ -74,6 +75,15 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
         return exc.status_code is not None and exc.status_code >= 500
     return isinstance(exc, docker.errors.DockerException) and "Error while fetching server API version" in str(exc)
+
+
+def _read_timed_out(exc: requests.exceptions.RequestException) -> bool:
+    """Whether a call ran out of its read timeout. The engine answers a wait's
+    headers at once and its body when the container gets there, so a wait's
+    timeout comes while reading the body, which requests raises as a
+    ConnectionError around urllib3's ReadTimeoutError, not as ReadTimeout."""
+    cause = exc.args[0] if exc.args else None
+    return isinstance(exc, requests.exceptions.ReadTimeout) or isinstance(cause, urllib3.exceptions.ReadTimeoutError)
 
 
 def _out_of_space(exc: BaseException) -> bool:
@@ -500,13 +510,10 @@ class DockerEngine:
         """The container's final state once it has
         stopped, and whether we had to kill it here. A lost connection to the
         engine raises (the container's end is then unknown)."""
-        killed = False
         with _lost_if_gone(container_id):
-            try:
-                self._api.wait(container_id, timeout=timeout_s)  # type: ignore[arg-type]  # int in the stubs; a float works
-            except requests.exceptions.ReadTimeout:
+            killed = not self._waited(container_id, timeout_s)
+            if killed:
                 self.kill(container_id)
-                killed = True
             return container_state(self._api.inspect_container(container_id)["State"]), killed
 
     def ended(self, container_id: str, since: float, timeout_s: float) -> tuple[ContainerEnd, bool]:
@@ -515,15 +522,11 @@ class DockerEngine:
         gone with it, so the answer comes from its events. A kill or stop among
         them counts as from outside: ask only about containers we did not kill."""
         killed = False
-        try:
-            self._api.wait(container_id, timeout=timeout_s, condition="removed")  # type: ignore[arg-type]  # as in wait
-        except docker.errors.NotFound:
-            pass  # removed already
-        except requests.exceptions.ReadTimeout:
-            self.kill(container_id)
-            killed = True
-            with suppress(docker.errors.NotFound, requests.exceptions.ReadTimeout):
-                self._api.wait(container_id, timeout=timeout_s, condition="removed")  # type: ignore[arg-type]
+        with suppress(docker.errors.NotFound):  # NotFound: removed already
+            if not self._waited(container_id, timeout_s, condition="removed"):
+                self.kill(container_id)
+                killed = True
+                self._waited(container_id, timeout_s, condition="removed")
         # Nine decimals: the engine reads the fraction as nanoseconds.
         # The stubs take no string for since/until; the engine does, and only a
         # string carries the nanoseconds.
@@ -531,6 +534,17 @@ class DockerEngine:
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
             filters={"container": container_id, "event": ["die", "oom", "kill", "stop"]})))
         return container_end(events), killed
+
+    def _waited(self, container_id: str, timeout_s: float, condition: str = "not-running") -> bool:
+        """Whether the container met the condition within `timeout_s` (False:
+        it is still there). A lost connection raises."""
+        try:
+            self._api.wait(container_id, timeout=timeout_s, condition=condition)  # type: ignore[arg-type]  # int in the stubs; a float works
+        except requests.exceptions.RequestException as exc:
+            if _read_timed_out(exc):
+                return False
+            raise
+        return True
 
     def stopped_from_outside(self, container_id: str, since: float) -> bool:
         """Whether someone told the engine to kill or stop this container: the

@@ -4,6 +4,7 @@ import docker.errors
 import pytest
 import requests
 import requests.exceptions
+import urllib3.exceptions
 
 from rewardbox.sandbox import ContainerLost, EngineUnavailable, Limits, RuntimeMissing
 from rewardbox.sandbox.engine import ContainerState, DockerEngine, _transient
@@ -108,7 +109,7 @@ def test_an_engine_out_of_disk_space_says_so_and_names_the_fix():
 class GoneAPI:
     """A container removed from outside: every call about it is a 404."""
 
-    def wait(self, container_id, timeout):
+    def wait(self, container_id, timeout, condition=None):
         raise api_error(404, docker.errors.NotFound)
 
     def start(self, container_id):
@@ -130,19 +131,25 @@ def test_a_container_removed_from_outside_is_lost_not_judged(call):
 
 def test_a_lost_connection_while_waiting_raises_instead_of_judging_the_container():
     class DroppedAPI:
-        def wait(self, container_id, timeout):
+        def wait(self, container_id, timeout, condition=None):
             raise requests.exceptions.ConnectionError("connection aborted")
 
     with pytest.raises(OSError):  # Sandbox.run repeats the whole run on OSError
         engine_with(DroppedAPI()).wait("abc", timeout_s=1)
 
 
-def test_a_wait_that_times_out_kills_the_container_and_says_so():
+@pytest.mark.parametrize("timeout", [
+    # the engine's answer had not begun
+    requests.exceptions.ReadTimeout("read timed out"),
+    # its headers came at once, the body not in time: how a real engine's wait times out
+    requests.exceptions.ConnectionError(urllib3.exceptions.ReadTimeoutError(None, None, "Read timed out.")),
+], ids=["before-headers", "in-body"])
+def test_a_wait_that_times_out_kills_the_container_and_says_so(timeout):
     class SlowAPI:
         killed = []
 
-        def wait(self, container_id, timeout):
-            raise requests.exceptions.ReadTimeout("read timed out")
+        def wait(self, container_id, **_):
+            raise timeout
 
         def kill(self, container_id):
             self.killed.append(container_id)
