@@ -3,8 +3,9 @@ and the host checked after it.
 
 A test module lists its attacks in `ATTACKS` (key -> `Attack`) and its tests
 take the keys they read as parameters. The module's `batch` grades the attacks
-of the selected tests only (so `-m core` runs only the core's containers), all
-at once on the session's sandbox, with a secret in this process's environment;
+of the selected tests only (so `-m core` runs only the core's containers) on
+the session's sandbox, the honest baselines first, then the attacks all at
+once, with a secret in this process's environment;
 then it looks at the host: containers and harness processes left behind
 (`leftovers`), the canary file, files an escaping write would have left, and
 the secret in anything that came back.
@@ -104,10 +105,17 @@ def batch(request, sandbox, docker_client, leftovers, canary) -> Batch:
     futures: dict[str, Future] = {}
     with pytest.MonkeyPatch.context() as env:
         env.setenv(SECRET_NAME, secret)
-        for key in sorted(wanted):
-            attack = attacks[key]
-            reward = rewards.setdefault(attack.limits, CodeReward(sandbox, limits=attack.limits))
-            futures[key] = reward.submit_grade(Sample(id=key, completion=attack.completion, label=attack.label))
+        # The honest baselines first, on their own: each shows its label is graded
+        # right, which the attacks' load (fork bombs under gVisor on a loaded
+        # host) could otherwise push past a case deadline. Then the attacks, all at once.
+        baselines = sorted(k for k in wanted if k.startswith("honest-"))
+        for keys in (baselines, sorted(wanted - set(baselines))):
+            for key in keys:
+                attack = attacks[key]
+                reward = rewards.setdefault(attack.limits, CodeReward(sandbox, limits=attack.limits))
+                futures[key] = reward.submit_grade(Sample(id=key, completion=attack.completion, label=attack.label))
+            for key in keys:
+                futures[key].result()
         grades = {key: future.result() for key, future in futures.items()}
     problems = []
     left = leftovers()
