@@ -712,7 +712,14 @@ class Session:
                 if end is None:  # gVisor, cut short (deadline, output), or its end never came: clean up apart
                     code = None if capped or hit else code
                     capped = capped or len(stdout) + len(stderr) > cap
-                    self._oom_kills = self._cleanup()
+                    try:
+                        self._oom_kills = self._cleanup()
+                    except SessionEnded:
+                        # The lifetime that cut this call's deadline ends the container too (its
+                        # watchdog's bound), maybe before the cleanup came: the call is that
+                        # timeout, and the session is over for the next one.
+                        if not (hit and self._clock() - self._started >= self.session_limits.lifetime_s):
+                            raise
                 else:
                     code, self._oom_kills, alive, stderr = end
                     self._background &= alive  # only those the session started may be spared
