@@ -741,8 +741,11 @@ def _attacks() -> dict[str, Attack]:
     found: dict[str, Attack] = {}
     one = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
     for lang in LANGUAGES:
-        found[f"honest-right-{lang}"] = Attack(fenced(lang, honest(lang)), label(lang))
-        found[f"honest-wrong-{lang}"] = Attack(fenced(lang, honest(lang, "a - b + 1")), label(lang))
+        # The baselines' verdicts are what is judged, not their speed: a first case in a new
+        # container under gVisor, four at once on a loaded 2-core host, took over the default 3 s.
+        baseline = label(lang, case_timeout_s=15)
+        found[f"honest-right-{lang}"] = Attack(fenced(lang, honest(lang)), baseline)
+        found[f"honest-wrong-{lang}"] = Attack(fenced(lang, honest(lang, "a - b + 1")), baseline)
         quick = label(lang, case_timeout_s=LOOP_CASE_S)
         found[f"{lang}:fork-bomb"] = Attack(fenced(lang, FORK_BOMB[lang]), quick, Limits(timeout_s=3))
         found[f"{lang}:memory-bomb"] = Attack(fenced(lang, MEMORY_BOMB[lang]), label(lang, case_timeout_s=20),
