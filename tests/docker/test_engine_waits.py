@@ -10,7 +10,6 @@ the run was retried as if the engine had gone, until the retry budget ran out).
 import time
 import uuid
 
-import docker
 import docker.errors
 import pytest
 
@@ -19,10 +18,8 @@ from rewardbox.sandbox.engine import DockerEngine
 
 
 @pytest.fixture
-def engine():
-    engine = DockerEngine()
-    yield engine
-    engine.close()
+def engine(sandbox) -> DockerEngine:
+    return sandbox.engine  # the session's
 
 
 def started_sleeper(engine: DockerEngine, auto_remove: bool) -> str:
@@ -45,7 +42,7 @@ def test_a_container_that_outlives_the_wait_is_killed_and_its_state_read(engine)
         engine.remove(container)
 
 
-def test_an_auto_removed_container_that_outlives_the_wait_is_killed_and_its_end_read(engine):
+def test_an_auto_removed_container_that_outlives_the_wait_is_killed_and_its_end_read(engine, docker_client):
     since = time.time()
     container = started_sleeper(engine, auto_remove=True)
     try:
@@ -54,6 +51,6 @@ def test_an_auto_removed_container_that_outlives_the_wait_is_killed_and_its_end_
         assert killed
         assert end.exit_code == 137
         with pytest.raises(docker.errors.NotFound):  # gone: the engine removed it once we killed it
-            docker.from_env().containers.get(container)
+            docker_client.containers.get(container)
     finally:
         engine.remove(container)
