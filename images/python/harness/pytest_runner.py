@@ -40,6 +40,7 @@ from _pytest.main import Failed, Session
 from _pytest.outcomes import exit
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rbbareitems  # noqa: E402
 import rbgenerated  # noqa: E402
 import rbprotocol  # noqa: E402
 
@@ -239,7 +240,8 @@ class PreparedSession:
         before = _open_fds()
         self.plugin = RecordPlugin()
         self.generated = rbgenerated.GeneratedTests()
-        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin, self.generated])
+        self.bare_items = rbbareitems.BareItems()
+        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin, self.generated, self.bare_items])
         self.config._do_configure()
         self.session = Session.from_config(self.config)
         self.session.exitstatus = ExitCode.OK
@@ -343,6 +345,8 @@ def main(prepared=None):
             # completion runs before this line.
             os.ftruncate(data_fd, 0)
         prepared.generated.arm(test_files, rbcheck.DATA, WORK_DIR)
+    else:
+        prepared.bare_items.arm()
 
     if data_fd < 0 and sys.argv[4] == "in-process":
         # The label asked for the old way: the completion is imported here as `solution`.

@@ -62,7 +62,7 @@ def warm_up(session=True):
 
     for name in _pytest.config.default_plugins:
         importlib.import_module(f"_pytest.{name}")
-    for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbgenerated", "rbwire", "rbhandle",
+    for name in ("_pytest.assertion.rewrite", "_pytest.python_api", "rbcheck", "rbgenerated", "rbbareitems", "rbwire", "rbhandle",
                  "rbsolution"):
         importlib.import_module(name)
     if not session:

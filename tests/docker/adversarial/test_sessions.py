@@ -130,7 +130,7 @@ PLANTED = {
     "solution/__init__.py": "def add(a, b):\n    return a + b\n",
     # Modules named as the harness's: imported instead of its own, were the work dir first on the path.
     **{f"{name}.py": "import os\nos._exit(0)\n"
-       for name in ("rbcheck", "rbrun", "rbworker", "rbprotocol", "rbcompare", "rbgenerated", "rbsolution",
+       for name in ("rbcheck", "rbrun", "rbworker", "rbprotocol", "rbcompare", "rbgenerated", "rbbareitems", "rbsolution",
                     "supervisor", "pytest_runner", "pytest", "_pytest")},
 }
 
