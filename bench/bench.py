@@ -66,7 +66,9 @@ MODES = ("bare-program", "bare", "docker-run", "rewardbox", "rewardbox-pytest", 
 DEFAULT_MODES = "bare-program,bare,docker-run,rewardbox,rewardbox-fresh,rewardbox-cold,rewardbox-ray"
 LOOPBACK_ONLY = Path(__file__).parents[1] / "scripts" / "loopback-only"
 RAY_TESTS = Path(__file__).parents[1] / "tests" / "ray"
-IMAGE = image_tag()  # the lean sandbox image of this checkout (rewardbox image build)
+# The lean sandbox image of this checkout (rewardbox image build), or RBBENCH_IMAGE: another
+# checkout's, for a harness change measured before and after with the same host code.
+IMAGE = os.environ.get("RBBENCH_IMAGE") or image_tag()
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
 BENCH_LABEL = "rewardbox-bench"  # not `rewardbox`: the Sandbox's sweep must leave these alone
@@ -407,7 +409,7 @@ class RewardBox:
         from rewardbox.sandbox.modes import make_sandbox
 
         self.engine = recording_engine(pool_size=workers * 4 + 4)
-        self.sandbox = make_sandbox(mode, max_containers=workers, engine=self.engine, sweep=False)
+        self.sandbox = make_sandbox(mode, image=IMAGE, max_containers=workers, engine=self.engine, sweep=False)
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = as_pytest
         self.in_process = in_process
@@ -839,7 +841,7 @@ def pooled_breakdown(count: int, fmt: str = "check") -> None:
     sandbox_runner.judge = lambda report, facts: (reports.append(report), judge(report, facts))[1]
     rows = []
     try:
-        with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
+        with PooledSandbox(IMAGE, max_containers=1, reuse=10 ** 6, sweep=False) as box:
             for s in [samples[0]] + samples:  # the first only warms the container
                 label = parse_label(s.label)
                 request = label.request(label.program(s.completion), Limits())
@@ -870,7 +872,7 @@ def breakdown(count: int, fmt: str = "check") -> None:
     samples = canonical_samples(count, fmt)
     engine = recording_engine(pool_size=6)
     rows = []
-    with Sandbox(max_containers=1, engine=engine, sweep=False) as sandbox:
+    with Sandbox(IMAGE, max_containers=1, engine=engine, sweep=False) as sandbox:
         for s in samples:
             label = parse_label(s.label)
             request = label.request(label.program(s.completion), Limits())
