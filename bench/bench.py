@@ -444,7 +444,8 @@ class RewardBoxRay(RewardBox):
 
         self.cluster = LocalCluster(nodes=2, cpus=1)
         self.cluster.start()
-        self.sandbox = RaySandbox(SandboxConfig(ray=self.cluster.address, mode="pooled", max_containers=max(1, workers // 2)))
+        self.sandbox = RaySandbox(SandboxConfig(ray=self.cluster.address, mode="pooled", image=IMAGE,
+                                                 max_containers=max(1, workers // 2)))
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = False
 

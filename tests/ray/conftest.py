@@ -16,10 +16,6 @@ from pathlib import Path
 # A Ray call after ray.shutdown() would start a local Ray instance of its own
 # (outside the cluster, off loopback, leaving files in ~/.ray): make it an error.
 os.environ["RAY_ENABLE_AUTO_CONNECT"] = "0"
-# Ray 2.60 turns on token authentication for a local cluster when a token file
-# exists (~/.ray/auth_token, written by any earlier local `ray.init()` on this
-# machine), and the nodes and the driver then disagree: the test cluster runs without.
-os.environ["RAY_AUTH_MODE"] = "disabled"
 
 import pytest
 

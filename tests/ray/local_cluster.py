@@ -59,6 +59,10 @@ class LocalCluster:
             raise ValueError("one sandbox amount per node, and at least one node")
         self.cpus = cpus
         self.loopback_only = loopback_only
+        # Ray 2.60 turns on token authentication for a local cluster when a token file exists
+        # (~/.ray/auth_token, written by any earlier local `ray.init()` on this machine), and the
+        # nodes and this driver then disagree: the loopback cluster runs without, both sides.
+        os.environ["RAY_AUTH_MODE"] = "disabled"
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAST_FAILURE_DETECTION, **(env or {})}
         self.node_env = node_env or {}  # more variables for one node (its workers inherit them)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rbray-", dir="/tmp"))  # short: Ray's socket paths have a limit
