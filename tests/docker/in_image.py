@@ -7,7 +7,7 @@ import json
 
 from rewardbox.images import image_tag
 
-# Prepended to the script: `forked(body)` and `records_of(lines)`.
+# Prepended to the script: `forked(body)`, `main_in_child(...)` and `records_of(lines)`.
 PRELUDE = r'''
 import json, os, re, sys
 sys.path.insert(0, "/opt/rewardbox")
@@ -36,6 +36,33 @@ def forked(body):
         data += chunk
     os.close(read)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), data.splitlines()
+
+
+def main_in_child(prepared, data_fd, test_files, before, after=lambda records: None):
+    """pytest_runner.main(prepared) in a child, as a pooled run calls it (the
+    key on a pipe, the test data's fd or -1, the solution in its worker):
+    its exit status, its records, and the loop that ran its tests, which the
+    child names in a line `loop NAME` on the records fd, written by
+    `before(records_fd)` (run first) or `after(records_fd)` (run last)."""
+    import pytest_runner
+
+    key_r, key_w = os.pipe()
+    os.write(key_w, b"k" * 32)
+    os.close(key_w)
+
+    def body(records):
+        before(records)
+        sys.argv = ["pytest_runner", str(key_r), str(records), str(data_fd), "worker", *test_files]
+        try:
+            pytest_runner.main(prepared)
+        finally:
+            after(records)
+
+    status, lines = forked(body)
+    os.close(key_r)
+    loops = [line[5:].decode() for line in lines if line.startswith(b"loop ")]
+    records = records_of([line for line in lines if not line.startswith(b"loop ")])
+    return {"status": status, "records": records, "loop": loops[0] if loops else None}
 
 
 def records_of(lines):

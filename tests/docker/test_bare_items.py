@@ -188,11 +188,9 @@ SAMPLES = {
 }
 
 SCRIPT = r'''
-import pytest_runner
 import rbzygote
 
 SAMPLES = json.loads(sys.argv[1])
-KEY = b"k" * 32
 os.mkdir("/work/.tests")
 prepared = rbzygote.prepare_session()
 arm = prepared.bare_items.arm
@@ -208,24 +206,14 @@ def run(sample, bare_loop):
             os.remove(path)
         with open(path, "w") as f:
             f.write(text)
-    key_r, key_w = os.pipe()
-    os.write(key_w, KEY)
-    os.close(key_w)
 
-    def body(records):
+    def before(records):
         prepared.bare_items.arm = arm if bare_loop else (lambda: None)
-        sys.argv = ["pytest_runner", str(key_r), str(records), "-1", "worker", *sample["test_files"]]
-        try:
-            pytest_runner.main(prepared)
-        finally:
-            os.write(records, b"loop " + (b"bare" if prepared.bare_items.bare else b"pytest") + b"\n")
 
-    status, lines = forked(body)
-    os.close(key_r)
-    loops = [line[5:].decode() for line in lines if line.startswith(b"loop ")]
-    records = records_of([line for line in lines if not line.startswith(b"loop ")])
-    return {"status": status, "records": records, "loop": loops[0] if loops else None}
+    def after(records):
+        os.write(records, b"loop " + (b"bare" if prepared.bare_items.bare else b"pytest") + b"\n")
 
+    return main_in_child(prepared, -1, sample["test_files"], before, after)
 
 out = {}
 for name, sample in SAMPLES.items():

@@ -44,11 +44,9 @@ SAMPLES = {
 }
 
 SCRIPT = r'''
-import pytest_runner
 import rbzygote
 
 SAMPLES = json.loads(sys.argv[1])
-KEY = b"k" * 32
 os.mkdir("/work/.tests")
 prepared = rbzygote.prepare_session()
 arm = prepared.generated.arm
@@ -56,31 +54,22 @@ arm = prepared.generated.arm
 
 def run(sample, generated_loop):
     """pytest_runner.main in a child, as a pooled run calls it: its records,
-    exit status, and whether the generated loop ran it."""
-    key_r, key_w = os.pipe()
-    os.write(key_w, KEY)
-    os.close(key_w)
+    exit status, whether the generated loop ran it, and what its test data's fd held after."""
     data = os.memfd_create("data")
     os.write(data, sample["test_data"].encode())
     os.lseek(data, 0, os.SEEK_SET)
 
-    def body(records):
+    def before(records):
         def spy(*args):
             armed = arm(*args) if generated_loop else False
             os.write(records, b"loop " + (b"generated" if armed else b"pytest") + b"\n")
             return armed
         prepared.generated.arm = spy
-        sys.argv = ["pytest_runner", str(key_r), str(records), str(data), "worker", *sample["test_files"]]
-        pytest_runner.main(prepared)
 
-    status, lines = forked(body)
-    os.close(key_r)
-    data_left = os.fstat(data).st_size  # this is a held copy, as the supervisor's, the zygote's and the seed's
+    outcome = main_in_child(prepared, data, sample["test_files"], before)
+    outcome["data_left"] = os.fstat(data).st_size  # this is a held copy, as the supervisor's, the zygote's and the seed's
     os.close(data)
-    loops = [line[5:].decode() for line in lines if line.startswith(b"loop ")]
-    records = records_of([line for line in lines if not line.startswith(b"loop ")])
-    return {"status": status, "records": records, "loop": loops[0] if loops else None, "data_left": data_left}
-
+    return outcome
 
 out = {}
 for name, sample in SAMPLES.items():
