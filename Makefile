@@ -64,13 +64,21 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
+# The tiers. `make test` runs the first on the machine's engine and the others, one after
+# another, on a second engine at the same time (scripts/lanes.py).
+PYTEST = $(BIN)/python -m pytest -p no:cacheprovider
+TIER_UNIT_DOCKER = $(PYTEST) --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
+TIER_RAY = scripts/loopback-only $(PYTEST) tests/ray
+TIER_TRAINERS = $(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
+# test_sessions sets each case's runtime itself (runc and gVisor): the docker tier has run it all.
+TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) -m core tests/docker/adversarial tests/docker/test_pool_isolation.py \
+	--ignore=tests/docker/adversarial/test_sessions.py
+TIER_COLD = REWARDBOX_TEST_MODE=cold $(PYTEST) -m core tests/docker/adversarial
+
+test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode; beside them on a second engine: Ray on a local loopback cluster, the trainers' own code, the adversarial core and the pool's isolation tests under gVisor, the core in the cold mode)
 	$(MAKE) --no-print-directory lint typecheck docs
-	$(BIN)/python -m pytest -p no:cacheprovider --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
-	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
-	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
-	REWARDBOX_TEST_RUNTIME=runsc $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial tests/docker/test_pool_isolation.py
-	REWARDBOX_TEST_MODE=cold $(BIN)/python -m pytest -p no:cacheprovider -m core tests/docker/adversarial
+	$(BIN)/python scripts/lanes.py --main '$(TIER_UNIT_DOCKER)' --second '$(TIER_RAY)' --second '$(TIER_TRAINERS)' \
+		--second '$(TIER_GVISOR)' --second '$(TIER_COLD)'
 
 docs: install ## build the documentation site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor fails
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
@@ -79,19 +87,19 @@ typecheck: install ## mypy, strict with the pydantic plugin (pyproject.toml), ov
 	PYTHON=$(CURDIR)/$(BIN)/python scripts/typecheck
 
 lint: install ## ruff (pycodestyle, pyflakes, isort, bugbear, pyupgrade, simplify: pyproject.toml) over the code, tests, bench and examples; zero findings
-	$(BIN)/ruff check rewardbox sandbox rewards images tests bench examples conftest.py
+	$(BIN)/ruff check rewardbox sandbox rewards images tests bench examples scripts conftest.py
 
 test-unit: install ## run the unit tier only (no Docker needed)
-	$(BIN)/python -m pytest -p no:cacheprovider rewardbox sandbox rewards tests/unit
+	$(PYTEST) rewardbox sandbox rewards tests/unit
 
 test-docker: install sandbox-image scientific-image language-images ## run the docker tier only
-	$(BIN)/python -m pytest -p no:cacheprovider tests/docker
+	$(PYTEST) tests/docker
 
 test-ray: install sandbox-image ## run the Ray tier only: a local cluster of node processes, in a network namespace holding only loopback (root)
-	scripts/loopback-only $(BIN)/python -m pytest -p no:cacheprovider tests/ray
+	$(TIER_RAY)
 
 test-trainers: trainers-env sandbox-image ## run the trainers tier only: TRL, OpenRLHF, verl and twinkle releases calling the adapters
-	$(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
+	$(TIER_TRAINERS)
 
 soak: install sandbox-image ## 2,000 runs, honest and hostile mixed at full concurrency: leaks, memory; bench/results/soak.json
 	@mkdir -p bench/results
