@@ -64,21 +64,20 @@ demo: install image-if-missing ## score examples/rollouts.jsonl and show the sum
 	$(BIN)/rewardbox score examples/rollouts.jsonl --output examples/results.jsonl
 	@echo "results: examples/results.jsonl"
 
-# The tiers. `make test` runs the first on the machine's engine and the others, one after
-# another, on a second engine at the same time (scripts/lanes.py).
 PYTEST = $(BIN)/python -m pytest -p no:cacheprovider
-TIER_UNIT_DOCKER = $(PYTEST) --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 TIER_RAY = scripts/loopback-only $(PYTEST) tests/ray
 TIER_TRAINERS = $(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
-# test_sessions sets each case's runtime itself (runc and gVisor): the docker tier has run it all.
+# test_sessions sets each case's runtime itself (runc and gVisor): the docker tier has run them all.
 TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) -m core tests/docker/adversarial tests/docker/test_pool_isolation.py \
 	--ignore=tests/docker/adversarial/test_sessions.py
-TIER_COLD = REWARDBOX_TEST_MODE=cold $(PYTEST) -m core tests/docker/adversarial
 
-test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode; beside them on a second engine: Ray on a local loopback cluster, the trainers' own code, the adversarial core and the pool's isolation tests under gVisor, the core in the cold mode)
+test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
 	$(MAKE) --no-print-directory lint typecheck docs
-	$(BIN)/python scripts/lanes.py --main '$(TIER_UNIT_DOCKER)' --second '$(TIER_RAY)' --second '$(TIER_TRAINERS)' \
-		--second '$(TIER_GVISOR)' --second '$(TIER_COLD)'
+	$(PYTEST) --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
+	$(TIER_RAY)
+	$(TIER_TRAINERS)
+	$(TIER_GVISOR)
+	REWARDBOX_TEST_MODE=cold $(PYTEST) -m core tests/docker/adversarial
 
 docs: install ## build the documentation site (docs/, mkdocs.yml) into build/site; strict: a broken link or anchor fails
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site

@@ -1,17 +1,14 @@
-"""A Docker engine of our own beside the machine's, for what must not touch
-the engine everything else uses: the faults' tests restart one mid-batch and
-fill its disk; `make test` runs half its tiers on one (scripts/lanes.py).
+"""A Docker engine of the test's own, for faults that must not touch the
+engine everything else uses: restarting it mid-batch, filling its disk.
 
-It is a real `dockerd` on a private socket, with a bridge of its own and no
-iptables rules. Not `--bridge none`: a dockerd started so deletes the host's
-`docker0`, which the main engine needs. Its data root is on a small
-loop-mounted ext4 file system (so "the disk is full" is real and harms nothing
-else), or with `disk_mb=None` a directory on the host's disk. Images are copied
-in from the main engine. Needs root, `dockerd`, `mkfs.ext4` and a loop device:
-what CI has.
+It is a real `dockerd` on a private socket, with its data root on a small
+loop-mounted ext4 file system (so "the disk is full" is real and harms
+nothing else), a bridge of its own and no iptables rules. Not `--bridge none`:
+a dockerd started so deletes the host's `docker0`, which the main engine needs.
+The sandbox image is copied in from the main engine. Needs root, `dockerd`,
+`mkfs.ext4` and a loop device: what CI has.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -25,12 +22,8 @@ BRIDGE = "rbfault0"
 
 
 class PrivateEngine:
-    def __init__(self, root: Path, *, disk_mb: int | None = DISK_MB, bridge: str = BRIDGE,
-                 runtimes: dict | None = None):
+    def __init__(self, root: Path):
         self.root = root
-        self.disk_mb = disk_mb
-        self.bridge = bridge
-        self.runtimes = runtimes or {}  # daemon.json's "runtimes": gVisor's registration, say
         self.mount = root / "mnt"
         self.socket = root / "engine.sock"
         self.url = f"unix://{self.socket}"
@@ -38,17 +31,15 @@ class PrivateEngine:
         self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> "PrivateEngine":
+        disk = self.root / "disk.img"
+        with open(disk, "wb") as f:
+            f.truncate(DISK_MB << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True)
         self.mount.mkdir()
-        if self.disk_mb is not None:
-            disk = self.root / "disk.img"
-            with open(disk, "wb") as f:
-                f.truncate(self.disk_mb << 20)
-            subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True)
-            subprocess.run(["mount", "-o", "loop", str(disk), str(self.mount)], check=True)
-        # Not the host's file: no mirrors or settings of its own, only the runtimes asked for.
-        (self.root / "daemon.json").write_text(json.dumps({"runtimes": self.runtimes} if self.runtimes else {}))
-        subprocess.run(["ip", "link", "delete", self.bridge], check=False, stderr=subprocess.DEVNULL)  # a crashed run's
-        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        subprocess.run(["mount", "-o", "loop", str(disk), str(self.mount)], check=True)
+        (self.root / "daemon.json").write_text("{}")  # not the host's: no runtimes or mirrors of its own
+        subprocess.run(["ip", "link", "delete", BRIDGE], check=False, stderr=subprocess.DEVNULL)  # a crashed run's
+        subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
         self.start()
         return self
 
@@ -56,9 +47,8 @@ class PrivateEngine:
         try:
             self.stop()
         finally:
-            if self.disk_mb is not None:
-                subprocess.run(["umount", "-l", str(self.mount)], check=False)
-            subprocess.run(["ip", "link", "delete", self.bridge], check=False)
+            subprocess.run(["umount", "-l", str(self.mount)], check=False)
+            subprocess.run(["ip", "link", "delete", BRIDGE], check=False)
 
     def start(self) -> None:
         # A new session: the engine and its containerd outlive no test, and no
@@ -66,7 +56,7 @@ class PrivateEngine:
         self._process = subprocess.Popen(
             ["dockerd", "--config-file", str(self.root / "daemon.json"), "--data-root", str(self.mount / "docker"),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
-             "--host", self.url, "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
+             "--host", self.url, "--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"],
             stdin=subprocess.DEVNULL, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115 (dockerd's log)
             start_new_session=True)
         deadline = time.monotonic() + 60
@@ -96,14 +86,13 @@ class PrivateEngine:
         self.stop()
         self.start()
 
-    def copy_images(self, *images: str) -> None:
-        """`docker save` from the main engine into this one (one archive: the
-        layers the images share travel once)."""
-        save = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
+    def copy_image(self, image: str) -> None:
+        """`docker save` from the main engine into this one."""
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
         subprocess.run(["docker", "-H", self.url, "load", "-q"], stdin=save.stdout, check=True,
                        stdout=subprocess.DEVNULL)
         if save.wait() != 0:
-            raise RuntimeError(f"docker save {' '.join(images)} failed")
+            raise RuntimeError(f"docker save {image} failed")
 
     def containers(self) -> list[dict]:
         with docker.APIClient(base_url=self.url, timeout=30) as api:

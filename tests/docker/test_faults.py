@@ -51,7 +51,7 @@ def private_engine(tmp_path_factory):
     from private_engine import PrivateEngine
 
     with PrivateEngine(tmp_path_factory.mktemp("engine")) as engine:
-        engine.copy_images(DEFAULT_IMAGE)
+        engine.copy_image(DEFAULT_IMAGE)
         yield engine
 
 
