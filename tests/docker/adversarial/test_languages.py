@@ -751,8 +751,8 @@ def _attacks() -> dict[str, Attack]:
         found[f"{lang}:fork-bomb"] = Attack(fenced(lang, FORK_BOMB[lang]), quick, Limits(timeout_s=3))
         found[f"{lang}:memory-bomb"] = Attack(fenced(lang, MEMORY_BOMB[lang]), label(lang, case_timeout_s=20),
                                               Limits(timeout_s=60, memory_mb=256))
-        # One case with room to reach the cap: a JVM's or Node's 16 MiB under gVisor, or beside
-        # other tiers on a 2-core host, took over the 1 s a case of the loops.
+        # One case with room to reach the cap: a JVM's or Node's 16 MiB under gVisor, or on
+        # a loaded 2-core host, took over the 1 s a case of the loops.
         found[f"{lang}:stdout-flood"] = Attack(fenced(lang, OUTPUT_FLOOD[lang]),
                                                label(lang, one, case_timeout_s=FLOOD_CASE_S),
                                                Limits(timeout_s=FLOOD_CASE_S + 5))
