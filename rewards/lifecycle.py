@@ -9,6 +9,7 @@ with `Stopped` first, then removes the containers under them and closes.
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 # In-flight requests that need no container (math) get this long to finish
 # after a stop; requests waiting on the sandbox are answered at once.
 STOP_GRACE_S = 5  # whole seconds: uvicorn's timeout_graceful_shutdown is an int
+WAIT_SLICE_S = 1.0  # a stop ends a wait on a container within this long
 
 
 class Stopped(SandboxError):
@@ -69,6 +71,19 @@ class StoppableEngine(DockerEngine):
     def wait(self, container_id: str, timeout_s: float) -> tuple[ContainerState, bool]:
         self._refuse_if_stopped()
         return super().wait(container_id, timeout_s)
+
+    def _waited(self, container_id: str, timeout_s: float, condition: str = "not-running") -> bool:
+        # In slices, each after a look at the stop: `wait` and `ended` wait up to 30 s for a container
+        # (a removal the engine has not reported, a container it is not asked to remove), and a stop
+        # must end the run's thread under them at once, not when that wait runs out.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._refuse_if_stopped()
+            remaining = deadline - time.monotonic()
+            if super()._waited(container_id, max(min(remaining, WAIT_SLICE_S), 0.001), condition):
+                return True
+            if remaining <= WAIT_SLICE_S:
+                return False
 
     def remove(self, container_id: str) -> None:
         super().remove(container_id)

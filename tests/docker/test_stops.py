@@ -27,6 +27,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from rewardbox.rewards.lifecycle import StoppableEngine, Stopped
 from rewardbox.sandbox import __version__
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,6 +153,39 @@ def test_ctrl_c_on_score_answers_every_line_and_leaves_nothing(tmp_path, docker_
     assert [(r["reward"], r["error"]) for r in records] == [
         (1.0, None), (None, INTERRUPTED), (1.0, None), (1.0, None), (None, INTERRUPTED), (None, INTERRUPTED)]
     assert left == []
+
+
+def test_a_stop_ends_a_wait_on_a_container_at_once(docker_client, sandbox):
+    """A run's thread may wait up to 30 s for its container's end (`ended`,
+    `wait`); the stop must end that wait at once. A Ctrl-C once took 30.5 s
+    in the docker tier: `close()` joins the run threads. Here the container
+    is one the engine is not asked to remove, so only the stop can end the wait."""
+    engine = StoppableEngine(retry_s=5)
+    container = docker_client.containers.run(sandbox.image, ["sleep", "60"], detach=True, auto_remove=True,
+                                             network_mode="none", user="nobody")
+    raised: list[BaseException] = []
+
+    def wait_for_its_end() -> None:
+        try:
+            engine.ended(container.id, since=time.time(), timeout_s=30)
+        except BaseException as exc:  # noqa: BLE001 - what the run's thread would see
+            raised.append(exc)
+
+    waiting = threading.Thread(target=wait_for_its_end, daemon=True)
+    try:
+        waiting.start()
+        time.sleep(1.5)
+        assert waiting.is_alive() and not raised, raised  # inside the wait
+        sent = time.monotonic()
+        engine.stop()
+        waiting.join(timeout=20)
+        took = time.monotonic() - sent
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+        engine.close()
+    assert not waiting.is_alive() and took < STOP_S, f"the wait went on {took:.1f} s after the stop"
+    assert [type(exc) for exc in raised] == [Stopped]
 
 
 # --- rewardbox serve ------------------------------------------------------------
