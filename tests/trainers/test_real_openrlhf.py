@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -89,19 +90,74 @@ SANDBOX_ENV = {"REWARDBOX_WORKERS": "2", "REWARDBOX_TIMEOUT_S": "20", "REWARDBOX
                "RAY_AUTH_MODE": "disabled"}
 
 
-def drive(scenario: str, version: str, *urls: str, record: Path | None = None) -> dict:
-    """Run `scenario` against OpenRLHF `version` in its own process; its result.
-    With `record`, every agent step is written there as a JSON line (`RecordingEpisode`)."""
-    env = release_env("openrlhf", version, stubs=True, **SANDBOX_ENV, **({RECORD_ENV: str(record)} if record else {}))
-    done = subprocess.run([sys.executable, "-m", "tests.trainers.test_real_openrlhf", scenario, *urls],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        raise AssertionError(f"{scenario} on openrlhf {version} exited {done.returncode}:\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    result = json.loads(lines[-1][len("RESULT "):])
-    assert result["version"] == version, f"imported openrlhf {result['version']}, not {version}"
-    return result
+# What each test drives: (release, scenario, the URLs it is given). Each release's runs are made in ONE
+# process, the first time a test asks for one of them: importing the trainer and starting Ray take about
+# 16 s a process on this 2-core machine, once a release instead of once a test. The adapter's reward
+# is then one for the process across its runs, as in a trainer's rollout actor.
+RUNS: dict[str, tuple[str, str, str]] = {
+    **{f"reward_file@{v}": (v, "reward_file", "") for v in (NEWEST, "0.10.1", *SCORES_OR_REWARDS, *BATCHED)},
+    f"http-rotating@{NEWEST}": (NEWEST, "http", "rotating"),
+    **{f"http@{v}": (v, "http", "/get_reward") for v in (*SCORES_OR_REWARDS, "0.9.0", OLDEST)},
+    f"http-no-extra-logs@{OLDEST}": (OLDEST, "http", "/get_reward?extra_logs=false"),
+    **{f"agent@{v}": (v, "agent", "") for v in (NEWEST, "0.9.10", OLDEST)},
+    **{f"agent_concurrent@{v}": (v, "agent_concurrent", "") for v in (NEWEST, SHARED_INSTANCE)},
+}
+RECORDED = ("agent", "agent_concurrent")  # scenarios whose agent steps are written (RecordingEpisode)
+
+
+class Releases:
+    """The results of RUNS, each release's runs made together in a process of
+    its own (this module run as a script, the release first on its path) when
+    a test first asks for one; a run that raised fails its own test only."""
+
+    def __init__(self, base_url: str, records: Path):
+        port = base_url.rsplit(":", 1)[1]
+        self.rotating_urls = [f"{base_url}/get_reward", f"http://localhost:{port}/get_reward"]
+        self.base_url, self.records = base_url, records
+        self.results: dict[str, dict[str, dict]] = {}
+
+    def urls(self, key: str) -> list[str]:
+        spec = RUNS[key][2]
+        return self.rotating_urls if spec == "rotating" else [self.base_url + spec] if spec else []
+
+    def record(self, key: str) -> Path:
+        """Where the run's agent steps were written."""
+        return self.records / f"{key}.jsonl"
+
+    def run(self, key: str) -> dict:
+        version = RUNS[key][0]
+        if version not in self.results:
+            try:
+                self.results[version] = self._drive(version)
+            except (AssertionError, subprocess.TimeoutExpired) as exc:  # every run of the release fails with it
+                self.results[version] = {k: {"error": str(exc)} for k, run in RUNS.items() if run[0] == version}
+        result = self.results[version][key]
+        if "error" in result:
+            raise AssertionError(f"{key}: {result['error']}")
+        assert result["version"] == version, f"imported openrlhf {result['version']}, not {version}"
+        return result
+
+    def _drive(self, version: str) -> dict[str, dict]:
+        plan = [{"key": key, "scenario": scenario, "urls": self.urls(key),
+                 "record": str(self.record(key)) if scenario in RECORDED else None}
+                for key, (release, scenario, _) in RUNS.items() if release == version]
+        # Ray's workers take the driver's environment at its start: an agent in Ray actors (up to
+        # 0.9.0, one agent run a release) writes where the variable says when the process starts.
+        first_record = next((run["record"] for run in plan if run["record"]), None)
+        env = release_env("openrlhf", version, stubs=True, **SANDBOX_ENV,
+                          **({RECORD_ENV: first_record} if first_record else {}))
+        done = subprocess.run([sys.executable, "-m", "tests.trainers.test_real_openrlhf", json.dumps(plan)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300 * len(plan))
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode or not lines:
+            raise AssertionError(f"openrlhf {version}'s runs exited {done.returncode}:\n"
+                                 f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+        return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def releases(serve_url, tmp_path_factory) -> Releases:
+    return Releases(serve_url, tmp_path_factory.mktemp("openrlhf-steps"))
 
 
 def _rows(result: dict) -> list[tuple[str, str, float, float]]:
@@ -115,11 +171,11 @@ def _expected(prompts: list[str]) -> list[tuple[str, str, float, float]]:
 # -- (a) the reward file ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("version", [NEWEST, "0.10.1", *SCORES_OR_REWARDS])
-def test_reward_file_scores_and_dynamic_filtering(version):
+def test_reward_file_scores_and_dynamic_filtering(releases, version):
     """One sample per reward_func call, from threads; the group means dynamic
     filtering compares are the scores'. On 0.9.1-0.10.0 (`scores or rewards`)
     a 0.0 score used to become the reward (-1.0 here): group A was dropped."""
-    result = drive("reward_file", version)
+    result = releases.run(f"reward_file@{version}")
     assert result["accepted"] == ["A", "B"]
     assert result["calls"] == {"count": 6, "max_queries": 1}  # 2 groups of 3, one sample each
     assert result["prompts_consumed"] == 2
@@ -131,10 +187,10 @@ def test_reward_file_scores_and_dynamic_filtering(version):
 
 
 @pytest.mark.parametrize("version", BATCHED)
-def test_reward_file_micro_batches_in_ray_tasks(version):
+def test_reward_file_micro_batches_in_ray_tasks(releases, version):
     """Up to 0.9.0: one Ray task per micro-batch (2 here), then
     `update_samples_with_rewards` splits the results back."""
-    result = drive("reward_file", version)
+    result = releases.run(f"reward_file@{version}")
     assert result["calls"] == {"count": 2, "max_queries": 2}
     assert _rows(result) == _expected(["A: " + PROMPT])
     assert [s["completion"] for s in result["samples"]] == GROUPS["A: " + PROMPT]  # order kept
@@ -148,12 +204,11 @@ def serve_url():
         yield url
 
 
-def test_http_client_rotates_between_urls(serve_url):
+def test_http_client_rotates_between_urls(releases):
     """0.11.2 sends each rollout's request to the next URL in turn; both answer
     (the same server under two names), with the scores kept as they are."""
-    port = serve_url.rsplit(":", 1)[1]
-    urls = [f"{serve_url}/get_reward", f"http://localhost:{port}/get_reward"]
-    result = drive("http", NEWEST, *urls)
+    urls = releases.urls(f"http-rotating@{NEWEST}")
+    result = releases.run(f"http-rotating@{NEWEST}")
     assert result["accepted"] == ["A", "B"]
     assert _rows(result) == _expected(FIRST_BATCH)
     assert result["urls_used"] == urls
@@ -161,21 +216,21 @@ def test_http_client_rotates_between_urls(serve_url):
 
 
 @pytest.mark.parametrize("version", SCORES_OR_REWARDS)
-def test_http_client_older_single_turn(serve_url, version):
+def test_http_client_older_single_turn(releases, version):
     """0.9.1-0.10.0 read `scores or rewards` over HTTP too; a JSON list `[0.0]`
     is true, so the score stands."""
-    result = drive("http", version, f"{serve_url}/get_reward")
+    result = releases.run(f"http@{version}")
     assert result["accepted"] == ["A", "B"]
     assert _rows(result) == _expected(FIRST_BATCH)
 
 
-@pytest.mark.parametrize(("version", "query"), [("0.9.0", ""), (OLDEST, "?extra_logs=false")])
-def test_http_client_batched(serve_url, version, query):
+@pytest.mark.parametrize(("key", "query"), [("http@0.9.0", ""), (f"http-no-extra-logs@{OLDEST}", "?extra_logs=false")])
+def test_http_client_batched(releases, key, query):
     """Up to 0.9.0: `remote_rm_fn_ray` in a Ray task, one request per URL for
     the batch, then `update_samples_with_rewards`. 0.8.11 passes the URL to
     `requests.post` as given and reads `extra_logs` only when present, so
     `?extra_logs=false` leaves them out and the rewards and scores through."""
-    result = drive("http", version, f"{serve_url}/get_reward{query}")
+    result = releases.run(key)
     assert result["received"] == [list(OUTCOME[c]) for c in GROUPS["A: " + PROMPT]]
     assert result["calls"] == {"count": 1, "max_queries": 3}
     assert "update_error" not in result
@@ -183,10 +238,10 @@ def test_http_client_batched(serve_url, version, query):
     assert [s.get("pass_rate") for s in result["samples"]] == ([None] * 3 if query else [1.0, 0.0, 0.0])
 
 
-def test_http_client_oldest_cannot_take_extra_logs(serve_url):
+def test_http_client_oldest_cannot_take_extra_logs(releases):
     """Without the query, 0.8.11 fails: it `torch.cat`s the answer's extra_logs,
     JSON lists (OpenRLHF's own serve_rm sends them too; 0.9.0 added `torch.as_tensor`)."""
-    result = drive("http", OLDEST, f"{serve_url}/get_reward")
+    result = releases.run(f"http@{OLDEST}")
     assert result["received"] == [list(OUTCOME[c]) for c in GROUPS["A: " + PROMPT]]
     assert "expected Tensor" in result["update_error"]
 
@@ -235,14 +290,13 @@ def _check_one_container_each(episodes: dict[str, list[dict]], scripts: dict[str
 
 
 @pytest.mark.parametrize("version", [NEWEST, "0.9.10", OLDEST])
-def test_agent_episodes(version, tmp_path):
+def test_agent_episodes(releases, version):
     """A half-right answer, the failing test fed back as a user turn, then the
     fix: reward 1.0 in all (the steps' deltas add up), score 1.0. Three syntax
     errors: reward -1.0, score 0.0, the episode ends at REWARDBOX_MAX_STEPS.
     Each episode's steps ran in one session's container, removed at its end."""
-    record = tmp_path / "steps.jsonl"
-    result = drive("agent", version, record=record)
-    _check_one_container_each(_steps(record), EPISODES)
+    result = releases.run(f"agent@{version}")
+    _check_one_container_each(_steps(releases.record(f"agent@{version}")), EPISODES)
     episodes = {e["prompt"].split(":")[0]: e for e in result["episodes"]}
     fixed, stuck = episodes["fixed"], episodes["stuck"]
     assert (fixed["reward"], fixed["score"], fixed["steps"]) == (1.0, 1.0, 2)
@@ -259,15 +313,14 @@ def test_agent_episodes(version, tmp_path):
 
 
 @pytest.mark.parametrize("version", [NEWEST, SHARED_INSTANCE])
-def test_concurrent_agent_episodes_keep_their_own_state(version, tmp_path):
+def test_concurrent_agent_episodes_keep_their_own_state(releases, version):
     """Six episodes at once through the release's own `MultiTurnAgentExecutor.execute`
     (loaded by its `_load_agent_executor`), their steps interleaved, two per prompt.
     0.9.1 runs them all on ONE agent instance: steps, prompt and reward paid so far
     mixed (wrong rewards, episodes cut short) until the agent file gave each its own.
     Each has a session of its own (six containers), all gone at the end."""
-    record = tmp_path / "steps.jsonl"
-    result = drive("agent_concurrent", version, record=record)
-    episodes = _steps(record)
+    result = releases.run(f"agent_concurrent@{version}")
+    episodes = _steps(releases.record(f"agent_concurrent@{version}"))
     assert len(episodes) == 6
     _check_one_container_each(episodes, CONCURRENT)
     got = sorted((e["prompt"].split(":")[0], e["steps"], e["reward"], e["score"]) for e in result["episodes"])
@@ -665,6 +718,30 @@ def main(scenario: str, *urls: str) -> dict:
     return result
 
 
+def run_all(plan: list[dict]) -> dict[str, dict]:
+    """Each run of the plan in turn, in this process (its Ray, the adapter's
+    reward): its result, or the error it raised. What a run patched
+    (`reward_func` counted, aiohttp's post recorded) is put back after it."""
+    import aiohttp
+
+    import rewardbox.adapters.openrlhf as adapter
+
+    patched = [(adapter, "reward_func"), (aiohttp.ClientSession, "post")]
+    results = {}
+    for run in plan:
+        if run["record"]:
+            os.environ[RECORD_ENV] = run["record"]
+        saved = [getattr(owner, name) for owner, name in patched]
+        try:
+            results[run["key"]] = main(run["scenario"], *run["urls"])
+        except Exception:  # noqa: BLE001 - this run's test fails with it, the others go on
+            results[run["key"]] = {"error": traceback.format_exc()}
+        finally:
+            for (owner, name), value in zip(patched, saved):
+                setattr(owner, name, value)
+    return results
+
+
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(*sys.argv[1:])), flush=True)
+    print("RESULT " + json.dumps(run_all(json.loads(sys.argv[1]))), flush=True)
     sys.stdout.flush()
