@@ -215,9 +215,10 @@ def test_prime_scores_with_compute_score_float_and_its_workers_leave_no_containe
     while left := left_of(workers):
         assert time.monotonic() < deadline, f"the terminated workers' containers stayed: {sorted(left)}"
         time.sleep(0.5)
-    # Each went as its worker did, not at some later sweep (another process's
-    # start removes what dead processes left: helpers running beside this test).
-    assert max(removed_after_exit(workers, started).values()) < 1.0  # auto-removed: 0.2 s at most here
+    # Each went as its worker did, removed by the engine once it ended, not at some later sweep
+    # (another process's start removes what dead processes left). The engine removes the 16 or so
+    # that end at once one after another: 0.2 s each on a quiet machine, 2.2 s once in CI's run.
+    assert max(removed_after_exit(workers, started).values()) < 10.0
 
 
 def removed_after_exit(ids: set[str], since: float) -> dict[str, float]:
