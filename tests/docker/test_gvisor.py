@@ -96,8 +96,8 @@ def test_verdicts_and_rewards_match_the_default_runtime(boxes):
 # the engine widens the limit under gVisor so that code can still start processes.
 def test_gvisor_runs_a_few_processes_within_the_default_limits(boxes):
     # sleep, not an interpreter each, and a deadline far past the run's: what is tested is how many
-    # processes may live at once (a refused fork fails a test, it does not time out). Quiet, the three
-    # tests take about 4 s under gVisor; CI's loaded machine took 10 s with sleep too.
+    # processes may live at once (a refused fork fails a test, it does not time out). Quiet, the run takes
+    # 6.2 s under gVisor with its container; CI's loaded machine took the 10 s with sleep too.
     completion = (
         "import subprocess\n\n"
         "def add(a, b):\n"
