@@ -107,9 +107,14 @@ def batch(request, sandbox, docker_client, leftovers, canary) -> Batch:
         env.setenv(SECRET_NAME, secret)
         # The honest baselines first, on their own: each shows its label is graded
         # right, which the attacks' load (fork bombs under gVisor on a loaded
-        # host) could otherwise push past a case deadline. Then the attacks, all at once.
+        # host) could otherwise push past a case deadline. Then the attacks, all at once,
+        # and the fork bombs last. Under gVisor (ptrace platform) a bomb killed at its
+        # deadline leaves host threads that can make the sentry panic (exit code 2, no
+        # report) at the next run in its pooled container: a product defect, not yet
+        # fixed (stop 37's note), that would otherwise grade another attack KILLED.
         baselines = sorted(k for k in wanted if k.startswith("honest-"))
-        for keys in (baselines, sorted(wanted - set(baselines))):
+        bombs = sorted(k for k in wanted if k.endswith("fork-bomb"))
+        for keys in (baselines, sorted(wanted - set(baselines) - set(bombs)), bombs):
             for key in keys:
                 attack = attacks[key]
                 reward = rewards.setdefault(attack.limits, CodeReward(sandbox, limits=attack.limits))
