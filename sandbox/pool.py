@@ -45,6 +45,7 @@ from rewardbox.sandbox.runner import (
     DEFAULT_RETRY_S,
     REPORT_MARGIN_BYTES,
     ContainerFate,
+    InheritedCrash,
     Sandbox,
     SandboxStats,
 )
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 
 # The harness dir is the image's (rbprotocol.HARNESS_DIR), not a host copy.
 POOL_COMMAND = ["python3", "-I", "-B", f"{harness_protocol().HARNESS_DIR}/pool_supervisor.py"]
+# What gVisor's sandbox exits with when its sentry panics (Go's status for one):
+# seen when a new process could not get a host thread ("error initializing first
+# thread: resource temporarily unavailable") at a run after a fork bomb's.
+GVISOR_SENTRY_PANIC = 2
 DEFAULT_REUSE = 1000  # each run is checked clean; a start costs as much CPU as ~10 runs
 DEFAULT_MAX_AGE_S = 600.0
 READY_TIMEOUT_S = 60.0
@@ -363,8 +368,13 @@ class PooledSandbox(Sandbox):
         finally:
             self._remove_in_background(container)
             self._replenish(container.limits, container.image)
-        return self._finish(container.id, None, fate, started, deadline_hit=deadline_hit, capped=capped,
-                            stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
+        result = self._finish(container.id, None, fate, started, deadline_hit=deadline_hit, capped=capped,
+                              stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
+        if (self._gvisor and fate.exit_code == GVISOR_SENTRY_PANIC and not (deadline_hit or capped)
+                and container.runs > 1):
+            raise InheritedCrash(f"gVisor's sandbox in pooled container {container.id[:12]} crashed "
+                                 f"(exit code {fate.exit_code}) after {container.runs - 1} earlier runs", result)
+        return result
 
     def _await_end(self, container_id: str, report: Report | None, *, killed: bool, created_at: float,
                    sent_at: float) -> ContainerFate:

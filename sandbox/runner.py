@@ -67,6 +67,18 @@ class ContainerFate(BaseModel):
     lost: str | None = None  # why the end was nobody's doing in the run (None: it was the run's, or ours)
 
 
+class InheritedCrash(Exception):
+    """A reused container's sandbox crashed under a run, which may be what an
+    earlier run left (gVisor's sentry panics when the host threads of a fork
+    bomb's killed processes are still there). `run` repeats the run once in
+    another container; if that crashes too, `result` (the run killed) is its
+    grade. Never leaves `run`."""
+
+    def __init__(self, message: str, result: RunResult):
+        super().__init__(message)
+        self.result = result
+
+
 class Sandbox:
     """Runs `RunRequest`s in hardened, single-use containers.
 
@@ -231,10 +243,18 @@ class Sandbox:
 
     def run(self, request: RunRequest) -> RunResult:
         deadline = time.monotonic() + self.engine.retry_s
+        crashed: InheritedCrash | None = None
         with self._slots:
             while True:
                 try:
                     return self._run_once(request)
+                except InheritedCrash as exc:
+                    if crashed is not None:
+                        # Twice in a row: the run's own doing, graded as it ended.
+                        return exc.result
+                    crashed = exc
+                    log.warning("%s; running it again in another container", exc)
+                    self._count(run_retries=1)
                 except (OSError, EngineUnavailable, ContainerLost) as exc:
                     if 400 <= (getattr(exc, "status_code", None) or 0) < 500:
                         # The engine refused the request itself: repeating it cannot help.

@@ -5,6 +5,7 @@ Needs the runtime registered (`make gvisor`, run by `make test`); without it
 the runs fail with the engine's error, never a skip.
 """
 
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from test_label_formats_e2e import FORMATS
 
 from rewardbox.rewards import CodeReward, Sample
 from rewardbox.sandbox import Limits, RunRequest, Sandbox, Verdict
+from rewardbox.sandbox.pool import PooledSandbox
 
 RUNTIMES = {"default": None, "gvisor": "runsc"}
 
@@ -136,3 +138,42 @@ def test_threads_start_and_namespaces_are_refused(boxes, runtime):
 
     assert (result.verdict, result.stdout.splitlines()) == (Verdict.PASSED, [
         "threads: [0, 1, 2, 3]", "unshare(CLONE_NEWUSER): -1 1", "clone(CLONE_NEWUSER): -1 1", "keyctl: -1 1"]), result
+
+
+def _pids_max(container_id: str) -> Path:
+    """The pids limit file of a container's cgroup (v1, or v2 under cgroupfs or systemd)."""
+    for path in (f"/sys/fs/cgroup/pids/docker/{container_id}", f"/sys/fs/cgroup/docker/{container_id}",
+                 f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope"):
+        if (Path(path) / "pids.max").exists():
+            return Path(path) / "pids.max"
+    raise AssertionError(f"no pids cgroup found for container {container_id[:12]}")
+
+
+def test_a_pooled_sandbox_that_crashes_after_earlier_runs_gets_the_run_made_again():
+    """gVisor's sentry can panic (exit code 2, no report) under a run because of
+    what an earlier run left in the container: a fork bomb's killed processes
+    still holding host threads (traced in stop 37). Such a run is the
+    container's loss, not the code's: it is made again in another container and
+    graded on its own. The panic is brought about here the same way: the
+    container's pids limit is lowered under the run, which then starts a process."""
+    box = PooledSandbox(max_containers=1, warm=1, retry_s=20, runtime="runsc", sweep=False)
+    try:
+        reward = CodeReward(box, limits=Limits(timeout_s=30))
+        first = reward.grade("def add(a, b):\n    return a + b\n", ADD_LABEL)
+        assert first.verdict is Verdict.PASSED, first.message
+        used = [c.id for c in box._idle]  # the one container, which has served a run
+        assert len(used) == 1
+        slow = reward.submit_grade(Sample(completion="import subprocess, time\n\ndef add(a, b):\n"
+                                                     "    time.sleep(4)\n    subprocess.run(['true'])\n"
+                                                     "    return a + b\n", label=ADD_LABEL))
+        time.sleep(2)  # the run has started (a warm container forks its test process at once)
+        # What a fork bomb's leftovers do: the host refuses the sentry a new thread for the next process.
+        # (runsc has no `update`: the container's cgroup is written to, as the engine would.)
+        _pids_max(used.pop()).write_text("1")
+
+        grade = slow.result(timeout=120)
+
+        assert (grade.verdict, grade.reward) == (Verdict.PASSED, 1.0), (grade.verdict, grade.message)
+        assert box.stats().run_retries == 1
+    finally:
+        box.close()

@@ -882,9 +882,11 @@ def test_stdout_flood_fails_its_case_at_the_cap(batch, case):
 
 def _gvisor_sandbox_exited(grade) -> bool:
     """Whether gVisor's sandbox exited (code 2) under the run, so the harness did not report:
-    KILLED, a harsher penalty than the code earned. Seen once as a looping node was killed at its
-    case deadline, and once as Rust's stdout flood met the cap (stop 36's gVisor pass, 0.6 s in).
-    Not yet traced; the host is still checked (`_lost`)."""
+    KILLED. Seen once as a looping node was killed at its case deadline, and once as Rust's stdout
+    flood met the cap (stop 36's gVisor pass, 0.6 s in). Traced in stop 37: the sentry panics when
+    the host refuses it a thread, which a fork bomb's leftovers in the same pooled container
+    caused; the pool now makes such a run once more elsewhere and the bombs run last, so this
+    should no longer be seen. The host is still checked (`_lost`)."""
     return (GVISOR and grade.verdict is Verdict.KILLED
             and grade.message == "the harness did not report (container exit code 2)")
 
