@@ -243,16 +243,16 @@ class Sandbox:
 
     def run(self, request: RunRequest) -> RunResult:
         deadline = time.monotonic() + self.engine.retry_s
-        crashed: InheritedCrash | None = None
+        crashed = False
         with self._slots:
             while True:
                 try:
                     return self._run_once(request)
                 except InheritedCrash as exc:
-                    if crashed is not None:
-                        # Twice in a row: the run's own doing, graded as it ended.
+                    if crashed:
+                        # A second time: the run's own doing, graded as it ended.
                         return exc.result
-                    crashed = exc
+                    crashed = True
                     log.warning("%s; running it again in another container", exc)
                     self._count(run_retries=1)
                 except (OSError, EngineUnavailable, ContainerLost) as exc:
