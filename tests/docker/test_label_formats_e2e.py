@@ -330,6 +330,9 @@ for _fmt, _completion in HONEST_WRONG.items():
     run(f"honest-wrong-{_fmt}", _completion, HACK_LABELS[_fmt])
 
 FUNCTION_HACKS = {
+    # 100 million items once expanded: refused as it is met (rbwire.Budget), not built whole first,
+    # which outlasted each case's second or ran the worker out of memory.
+    "value-too-big-to-cross": "def add(a, b):\n    row = [0] * 1000\n    return [row] * 100_000\n",
     "always-equal": "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
                     "    def __ne__(self, other):\n        return False\n\n    __hash__ = object.__hash__\n\n"
                     "def add(a, b):\n    return Anything()\n",
@@ -394,6 +397,14 @@ def test_values_that_are_not_plain_data_are_refused_or_reduced(graded):
     messages = [t["message"] for t in graded["hack-asserts-int-subclass-always-equal"].metadata["tests"]]
     assert messages and all(m.startswith("AssertionError: failed: 'assert") or "failed: 'assert" in m
                             for m in messages), messages
+
+
+def test_a_value_over_the_frame_limit_fails_each_case_at_once(graded):
+    for fmt in ("asserts", "check", "call"):
+        out = graded[f"hack-{fmt}-value-too-big-to-cross"]
+        messages = [t["message"] for t in out.metadata["tests"]]
+        assert out.verdict == "failed" and len(messages) == 3, show(out)
+        assert all("over the frame limit of 67108864 bytes" in m for m in messages), show(out)
 
 
 def test_overridden_builtins_stay_in_the_solutions_process(graded):

@@ -96,6 +96,24 @@ def test_nesting_is_bounded_both_ways():
         rbhandle.decode(tree)
 
 
+def test_a_container_shared_at_two_depths_is_bounded_at_each():
+    chain = []
+    for _ in range(rbhandle.MAX_DEPTH - 10):
+        chain = [chain]
+    rbhandle.encode([chain, chain])  # within the bound at depth 1
+    deeper = chain
+    for _ in range(20):
+        deeper = [deeper]
+    with pytest.raises(rbhandle.TooDeep):  # the same list met again 20 levels down is past it
+        rbhandle.encode([chain, deeper])
+
+
+def test_a_handle_value_sure_to_be_over_the_frame_limit_is_refused_as_it_is_met():
+    row = [0] * 1000
+    with pytest.raises(rbwire.WireError, match="over the frame limit"):
+        rbhandle.encode([row] * 100_000, lambda obj: {"$": "ref", "v": [1]})
+
+
 @pytest.mark.parametrize("tree", [{"$": "tuple", "v": 3}, {"$": "dict", "v": [[1]]}, {"$": "nope", "v": 1},
                                   {"a": 1}])
 def test_malformed_trees_are_wire_errors(tree):

@@ -422,6 +422,32 @@ def _exact_types(value):
     return type(value) in (type(None), bool, int, float, str, bytes, complex)
 
 
+@pytest.mark.parametrize("value", [
+    pytest.param([["x" * 1000] * 100] * 1000, id="shared-rows-of-shared-strings"),
+    pytest.param([0] * (40 << 20), id="long-list"),
+    pytest.param("3" * (80 << 20), id="long-string"),
+    pytest.param({i: "x" * 1000 for i in range(70_000)}, id="dict-of-strings"),
+])
+def test_wire_refuses_a_value_sure_to_be_over_the_frame_limit_as_it_meets_it(value):
+    with pytest.raises(rbwire.WireError, match=f"over the frame limit of {rbwire.MAX_FRAME_BYTES} bytes"):
+        rbwire.encode(value)
+
+
+def test_wire_encodes_a_shared_container_once_and_counts_it_at_each_place():
+    row = [1, (2, "three")]
+    value = {"a": [row, row], "b": (row,)}
+    budget = rbwire.Budget()
+
+    tree = rbwire.encode(value, budget)
+
+    assert rbwire.decode(json.loads(json.dumps(tree))) == {"a": [[1, (2, "three")]] * 2, "b": ([1, (2, "three")],)}
+    assert tree["v"][0][1][0] is tree["v"][0][1][1]  # made once
+    assert budget.limit - budget.left <= len(json.dumps(tree, separators=(",", ":")))
+    rows = [row] * 100_000  # counted 100,000 times: 2 MB of JSON against a 1 MB budget
+    with pytest.raises(rbwire.WireError):
+        rbwire.encode(rows, rbwire.Budget(limit=1 << 20))
+
+
 @pytest.mark.parametrize("tree", [
     pytest.param({"a": 1}, id="bare-object"),
     pytest.param({"$": "tuple"}, id="tag-without-value"),

@@ -57,6 +57,7 @@ MAX_HANDLES = 200_000
 MAX_DEPTH = 200  # nesting of a value, both ways; deeper is "cannot cross"
 RELAY_CHARS = 1 << 20  # output of one op relayed; beyond it goes straight to the stream (counted)
 REPR_CHARS = 10_000
+HANDLE_BYTES = 19  # the tree of a handle or a ref, {"$":"ref","v":[1]} at least
 
 HANDLE_KINDS = ("function", "class", "iterator", "object")
 
@@ -79,34 +80,53 @@ class TooDeep(ValueError):
     """A value nested past MAX_DEPTH."""
 
 
-def encode(value, on_object=None, depth=0):
+def encode(value, on_object=None, depth=0, budget=None):
     """The wire tree of `value`: rbwire's plain data, with `on_object(obj)`
     giving the tree of anything else (a handle, a ref), or TypeError without it.
-    Subclasses of builtin types cross as their base value (rbwire's rule)."""
+    Subclasses of builtin types cross as their base value (rbwire's rule). A
+    value sure to be over the frame limit fails as it is met (rbwire.Budget);
+    a container met again at the same depth is encoded once."""
     if depth > MAX_DEPTH:
         raise TooDeep(f"a value nested deeper than {MAX_DEPTH} levels cannot cross the sandbox boundary")
+    if budget is None:
+        budget = rbwire.Budget()
     # By the real type (issubclass of type(value)), never isinstance: an object
     # whose __class__ lies about its type is no builtin's value, it is a handle.
     kind = type(value)
     if value is None or kind in (bool, int, float, str, bytes, complex):
-        return rbwire.encode(value)
-    if issubclass(kind, (list, tuple, set, frozenset)):
-        base = next(t for t in (list, tuple, set, frozenset) if issubclass(kind, t))
-        items = [encode(v, on_object, depth + 1) for v in base.__iter__(value)]
-        return items if base is list else {"$": base.__name__, "v": items}
-    if issubclass(kind, dict):
-        return {"$": "dict", "v": [[encode(k, on_object, depth + 1), encode(v, on_object, depth + 1)]
-                                   for k, v in dict.items(value)]}
+        return rbwire.encode(value, budget)
+    if issubclass(kind, (list, tuple, set, frozenset, dict)):
+        key = (id(value), depth)  # by depth too: the same container deeper down may be past MAX_DEPTH there
+        made = budget.again(key)
+        if made is not None:
+            return made
+        left_before = budget.left
+        if issubclass(kind, dict):
+            budget.items(dict.__len__(value), each=4, tagged=True)
+            tree = {"$": "dict", "v": [[encode(k, on_object, depth + 1, budget), encode(v, on_object, depth + 1, budget)]
+                                       for k, v in dict.items(value)]}
+        else:
+            base = next(t for t in (list, tuple, set, frozenset) if issubclass(kind, t))
+            budget.items(base.__len__(value), tagged=base is not list)
+            items = [encode(v, on_object, depth + 1, budget) for v in base.__iter__(value)]
+            tree = items if base is list else {"$": base.__name__, "v": items}
+        return budget.keep(key, value, tree, left_before)
     if issubclass(kind, (int, float, str, bytes, complex)):
-        return rbwire.encode(value)
+        return rbwire.encode(value, budget)
     if kind is range:  # range cannot be subclassed: its three numbers are all of it
-        return {"$": "range", "v": [rbwire.encode(value.start), rbwire.encode(value.stop), rbwire.encode(value.step)]}
+        budget.items(3, tagged=True)
+        return {"$": "range", "v": [rbwire.encode(value.start, budget), rbwire.encode(value.stop, budget),
+                                    rbwire.encode(value.step, budget)]}
     if kind is slice:  # h[1:3] on a handle: slice cannot be subclassed either
-        return {"$": "slice", "v": [encode(part, on_object, depth + 1) for part in (value.start, value.stop, value.step)]}
+        budget.items(3, tagged=True)
+        return {"$": "slice", "v": [encode(part, on_object, depth + 1, budget)
+                                    for part in (value.start, value.stop, value.step)]}
     if issubclass(kind, type) and _builtin_type(getattr(value, "__name__", None)) is value:
+        budget.spend(rbwire.Budget.TAG_BYTES + 2)
         return {"$": "type", "v": value.__name__}  # int, str, ValueError: the other side's own
     if on_object is None:
-        return rbwire.encode(value)  # rbwire's TypeError, with its message
+        return rbwire.encode(value, budget)  # rbwire's TypeError, with its message
+    budget.spend(HANDLE_BYTES)
     return on_object(value)
 
 
