@@ -59,6 +59,7 @@ DISK_HINT = "free space on the filesystem of the engine's data root (`docker inf
 # it still bounds the code, not gVisor's start-up.
 GVISOR_PIDS_BASE = 64
 GVISOR_PIDS_PER_PROCESS = 6
+REMOVAL_LOOK_S = 1.0  # a wait for a container's removal, between looks at whether it is gone (_removed_within)
 # A frame of the attach stream: stream id (1 stdout, 2 stderr), three bytes of
 # padding, the payload's length (big-endian); then the payload.
 FRAME_HEADER = struct.Struct(">BxxxL")
@@ -498,22 +499,25 @@ class DockerEngine:
         with _lost_if_gone(container_id):
             self._api.start(container_id)
 
-    def kill(self, container_id: str, signal: str | None = None) -> None:
-        """SIGKILL, or `signal`, to the container's PID 1."""
+    def kill(self, container_id: str, signal: str | None = None) -> bool:
+        """SIGKILL, or `signal`, to the container's PID 1; whether it reached
+        a running container (False: gone, or not running, so the goal is met)."""
         try:  # without a signal, the call as before (the API's fakes in tests/unit take none)
             self._retry(lambda: self._api.kill(container_id, signal=signal) if signal else self._api.kill(container_id))
         except docker.errors.APIError as exc:
-            if exc.status_code not in (404, 409):  # gone, or not running: the goal is met
+            if exc.status_code not in (404, 409):
                 raise
+            return False
+        return True
 
     def wait(self, container_id: str, timeout_s: float) -> tuple[ContainerState, bool]:
         """The container's final state once it has
         stopped, and whether we had to kill it here. A lost connection to the
         engine raises (the container's end is then unknown)."""
         with _lost_if_gone(container_id):
-            killed = not self._waited(container_id, timeout_s)
-            if killed:
-                self.kill(container_id)
+            killed = False
+            if not self._waited(container_id, timeout_s):
+                killed = self.kill(container_id)  # False: it stopped by itself meanwhile
             return container_state(self._api.inspect_container(container_id)["State"]), killed
 
     def ended(self, container_id: str, since: float, timeout_s: float) -> tuple[ContainerEnd, bool]:
@@ -522,11 +526,9 @@ class DockerEngine:
         gone with it, so the answer comes from its events. A kill or stop among
         them counts as from outside: ask only about containers we did not kill."""
         killed = False
-        with suppress(docker.errors.NotFound):  # NotFound: removed already
-            if not self._waited(container_id, timeout_s, condition="removed"):
-                self.kill(container_id)
-                killed = True
-                self._waited(container_id, timeout_s, condition="removed")
+        if not self._removed_within(container_id, timeout_s):
+            killed = self.kill(container_id)
+            self._removed_within(container_id, timeout_s)
         # Nine decimals: the engine reads the fraction as nanoseconds.
         # The stubs take no string for since/until; the engine does, and only a
         # string carries the nanoseconds.
@@ -534,6 +536,23 @@ class DockerEngine:
             since=f"{since - 1:.9f}", until=f"{time.time():.9f}", decode=True,
             filters={"container": container_id, "event": ["die", "oom", "kill", "stop"]})))
         return container_end(events), killed
+
+    def _removed_within(self, container_id: str, timeout_s: float) -> bool:
+        """Whether the container is gone within `timeout_s`. Waited for a
+        second at a time, each followed by a look: the engine's wait for a
+        removal that completes between its lookup of the container and its
+        wait never returns (moby makes the removal's channel anew once it has
+        closed it), as a forced `docker rm` of a running container brought
+        about under load; that container was then taken for one we killed, and
+        its run judged instead of run again."""
+        deadline = time.monotonic() + timeout_s
+        with suppress(docker.errors.NotFound):
+            while (step := min(REMOVAL_LOOK_S, deadline - time.monotonic())) > 0:
+                if self._waited(container_id, step, condition="removed"):
+                    return True
+                self._retry(lambda: self._api.inspect_container(container_id))  # NotFound once it is gone
+            return False
+        return True
 
     def _waited(self, container_id: str, timeout_s: float, condition: str = "not-running") -> bool:
         """Whether the container met the condition within `timeout_s` (False:

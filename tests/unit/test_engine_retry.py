@@ -229,3 +229,39 @@ def test_an_exec_into_a_container_going_away_is_a_lost_container(status, explana
 def test_an_exec_the_engine_refuses_for_another_reason_is_its_error():
     with pytest.raises(docker.errors.APIError):
         engine_with(ExecAPI(500, "OCI runtime exec failed")).exec("abc", ["true"])
+
+
+class RemovedUnderTheWaitAPI:
+    """A container a forced `docker rm` removed while the engine's wait for
+    its removal was being set up: the wait never returns (the engine made the
+    removal's channel anew), though the container is gone."""
+
+    def __init__(self):
+        self.waits: list[float] = []
+        self.kills = 0
+
+    def wait(self, container_id, timeout, condition):
+        self.waits.append(timeout)
+        raise requests.exceptions.ConnectionError(urllib3.exceptions.ReadTimeoutError(None, None, "read timed out"))
+
+    def inspect_container(self, container_id):
+        raise api_error(404, docker.errors.NotFound)
+
+    def kill(self, container_id):
+        self.kills += 1
+        raise api_error(404, docker.errors.NotFound)
+
+    def events(self, since, until, decode, filters):
+        return [{"Action": "kill", "timeNano": 2_000_000_000},
+                {"Action": "die", "timeNano": 2_100_000_000, "Actor": {"Attributes": {"exitCode": "137"}}}]
+
+
+def test_a_container_removed_under_the_wait_is_found_gone_not_taken_for_one_we_killed():
+    api = RemovedUnderTheWaitAPI()
+    engine = engine_with(api)
+
+    end, killed = engine.ended("id-0", since=1.0, timeout_s=30)
+
+    assert not killed and api.kills == 0  # so its run is repeated as a lost one, not judged
+    assert end.stopped_from_outside and end.exit_code == 137
+    assert api.waits == [1.0]  # one short wait, then a look found it gone; not the whole 30 s
