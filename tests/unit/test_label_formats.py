@@ -422,15 +422,16 @@ def _exact_types(value):
     return type(value) in (type(None), bool, int, float, str, bytes, complex)
 
 
-@pytest.mark.parametrize("value", [
-    pytest.param([["x" * 1000] * 100] * 1000, id="shared-rows-of-shared-strings"),
-    pytest.param([0] * (40 << 20), id="long-list"),
-    pytest.param("3" * (80 << 20), id="long-string"),
-    pytest.param({i: "x" * 1000 for i in range(70_000)}, id="dict-of-strings"),
+# Made when the test runs: pytest keeps its parameters for the whole session (hundreds of MB here).
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda: [["x" * 1000] * 100] * 1000, id="shared-rows-of-shared-strings"),
+    pytest.param(lambda: [0] * (40 << 20), id="long-list"),
+    pytest.param(lambda: "3" * (80 << 20), id="long-string"),
+    pytest.param(lambda: {i: "x" * 1000 for i in range(70_000)}, id="dict-of-strings"),
 ])
-def test_wire_refuses_a_value_sure_to_be_over_the_frame_limit_as_it_meets_it(value):
+def test_wire_refuses_a_value_sure_to_be_over_the_frame_limit_as_it_meets_it(make):
     with pytest.raises(rbwire.WireError, match=f"over the frame limit of {rbwire.MAX_FRAME_BYTES} bytes"):
-        rbwire.encode(value)
+        rbwire.encode(make())
 
 
 def test_wire_encodes_a_shared_container_once_and_counts_it_at_each_place():
