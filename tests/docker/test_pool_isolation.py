@@ -11,12 +11,17 @@ see or touch each other's runs either.
 
 import json
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from rewardbox.sandbox import Limits, RunRequest, Verdict
 from rewardbox.sandbox.pool import PooledSandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "python" / "harness"))
+import pool_supervisor  # noqa: E402
 
 PROBE = r'''
 import json, os, resource
@@ -391,3 +396,22 @@ def test_a_run_that_lowers_the_harness_priorities_costs_its_container(attack):
         if RUNTIME != "runsc":  # gVisor refuses ioprio_set (EPERM) and lacks sched_setattr
             assert 1 in took["took"] and took["pid1"] != clean["program"][attack], took
             assert after != before, took
+
+
+# Stops the zygote alone (same uid): the tests go on and pass, but no one is left to reap them.
+STOP_THE_ZYGOTE = r'''
+import os, signal
+''' + FIND_ZYGOTE.replace("import json\n", "") + "os.kill(ZYGOTE, signal.SIGSTOP)\n"
+
+
+def test_a_run_that_stops_the_zygote_ends_at_once_and_costs_its_container(pool):
+    """The supervisor sees the zygote stopped as soon as it waits on it; it does
+    not wait out ZYGOTE_ANSWER_S (5 s) for an exit status that cannot come. The
+    run is judged as one whose harness was killed, and the container given up."""
+    before = view(pool)["container"]
+    attacked = pool.run(attack_request(STOP_THE_ZYGOTE))
+    assert attacked.verdict is Verdict.KILLED, (attacked.verdict, attacked.message)
+    assert attacked.duration_s < pool_supervisor.ZYGOTE_ANSWER_S, attacked.duration_s
+    assert view(pool)["container"] != before
+    honest = pool.run(honest_request())
+    assert honest.verdict is Verdict.PASSED, (honest.verdict, honest.message)

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +15,9 @@ from tests.fuzz.strategies import examples
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "python" / "harness"))
 import rbhandle  # noqa: E402
 import rbwire  # noqa: E402
+
+# The ints near Python's 4300-digit limit are wanted; hypothesis warns that its own repr of them is long.
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 scalars = st.none() | st.booleans() | st.integers() | st.integers(min_value=1 << 3990, max_value=1 << 4100) \
     | st.floats() | st.text() | st.binary() | st.complex_numbers()

@@ -44,6 +44,7 @@ from rbcgroup import oom_kills  # noqa: E402
 ZYGOTE = "/opt/rewardbox/rbzygote.py"
 CLEAN_DIRS = (rbrun.WORK_DIR, "/tmp", "/dev/shm")
 ZYGOTE_ANSWER_S = 5.0
+STOPPED_LOOK_S = 0.05  # while waiting for the zygote, between looks at whether it was stopped
 READY = rbprotocol.READY
 SHM_INFO, SEM_INFO, MSG_INFO = 14, 19, 12  # <sys/ipc.h>, Linux
 # Seccomp, for POSIX message queues: mq_open's number and the audit arch of this ABI.
@@ -103,16 +104,26 @@ class Zygote:
             raise RuntimeError("the zygote did not start")
 
     def readable(self, timeout_s):
+        """Whether an answer is there within `timeout_s`; False at once if the
+        zygote is stopped (SIGSTOP from the code under test), which would
+        otherwise hold the run for the whole wait and answer nothing."""
         # poll, not select: gVisor refuses select(2) with EPERM.
         poller = select.poll()
         poller.register(self.sock, select.POLLIN)
-        return bool(poller.poll(timeout_s * 1000))
+        deadline = time.monotonic() + timeout_s
+        while not poller.poll(max(0.0, min(STOPPED_LOOK_S, deadline - time.monotonic())) * 1000):
+            if time.monotonic() >= deadline or self.stopped():
+                return False
+        return True
+
+    def stopped(self):
+        return rbrun.process_state(self.pid) in (b"T", b"t")
 
     def receive(self, timeout_s=ZYGOTE_ANSWER_S):
         if not self.alive:
             return None
         if not self.readable(timeout_s):
-            self.lose(f"no answer in {timeout_s:g} s")
+            self.lose("it was stopped" if self.stopped() else f"no answer in {timeout_s:g} s")
             return None
         try:
             data = self.sock.recv(1 << 16)

@@ -230,14 +230,19 @@ def others_alive(spare=None):
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in (1, os.getpid(), spare):
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # gone while we looked
-        if state not in (b"Z", b"X"):
+        if process_state(name) not in (None, b"Z", b"X"):  # None: gone while we looked
             return True
     return False
+
+
+def process_state(pid):
+    """The state letter of a process (b"S" sleeping, b"T" stopped, b"Z" a
+    zombie...), from /proc/<pid>/stat; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def memory_file(data):
