@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.attacks import GVISOR, QUICK, TOKEN, Attack, messages, show
+from adversarial.attacks import GVISOR, QUICK, ROOMY, TOKEN, Attack, messages, show
 from rewardbox.rewards import CodeReward, Sample
 from rewardbox.sandbox import Limits, Verdict
 from rewardbox.sandbox.languages import language
@@ -37,6 +37,16 @@ LANGUAGES = ("cpp", "java", "javascript", "go", "rust")  # every toolchain image
 FORK_BOMB_VERDICTS = {Verdict.FAILED, Verdict.TIMEOUT, Verdict.OUT_OF_MEMORY, Verdict.KILLED, Verdict.OUTPUT_LIMIT}
 ADD = {"inputs": ["1 2\n", "0 0\n", "-2 5\n"], "outputs": ["3\n", "0\n", "3\n"]}
 LOOP_CASE_S = 1.0  # per case of the attacks that run until a limit stops them
+# The compile (or check) step's deadline of every attack but the compile-time bombs, which
+# meet the language's own: what is judged is the run's verdict, not the compiler's speed.
+# CI's gVisor pass, the module's attacks at once on a loaded 2-core host, took `go build`
+# and `node --check` past their 10 s.
+COMPILE_S = 60.0
+QUICK_COMPILE = Limits(timeout_s=QUICK.timeout_s, compile_timeout_s=COMPILE_S)
+ROOMY_COMPILE = Limits(timeout_s=ROOMY.timeout_s, compile_timeout_s=COMPILE_S)
+# A case of the sleepers' runs: what is judged is that the sleeper goes, not speed (a Node
+# start and its shell under gVisor took 3 s a case on a loaded machine; the count's `sleep 1` too).
+SLEEPER_CASE_S = 15
 FLOOD_CASE_S = 10.0  # the output floods' one case: the cap, not this, stops them
 ENGINE_WAIT_S = 30
 # Names the double-forked sleeper ($0 of its shell) so that a process list finds it;
@@ -745,30 +755,30 @@ def _attacks() -> dict[str, Attack]:
         # The baselines' verdicts are what is judged, not their speed: a first case in a new
         # container under gVisor, four at once on a loaded 2-core host, took over the default 3 s.
         baseline = label(lang, case_timeout_s=15)
-        found[f"honest-right-{lang}"] = Attack(fenced(lang, honest(lang)), baseline)
-        found[f"honest-wrong-{lang}"] = Attack(fenced(lang, honest(lang, "a - b + 1")), baseline)
+        found[f"honest-right-{lang}"] = Attack(fenced(lang, honest(lang)), baseline, ROOMY_COMPILE)
+        found[f"honest-wrong-{lang}"] = Attack(fenced(lang, honest(lang, "a - b + 1")), baseline, ROOMY_COMPILE)
         quick = label(lang, case_timeout_s=LOOP_CASE_S)
-        found[f"{lang}:fork-bomb"] = Attack(fenced(lang, FORK_BOMB[lang]), quick, Limits(timeout_s=3))
+        found[f"{lang}:fork-bomb"] = Attack(fenced(lang, FORK_BOMB[lang]), quick, QUICK_COMPILE)
         found[f"{lang}:memory-bomb"] = Attack(fenced(lang, MEMORY_BOMB[lang]), label(lang, case_timeout_s=20),
-                                              Limits(timeout_s=60, memory_mb=256))
+                                              Limits(timeout_s=60, memory_mb=256, compile_timeout_s=COMPILE_S))
         # One case with room to reach the cap: a JVM's or Node's 16 MiB under gVisor, or on
         # a loaded 2-core host, took over the 1 s a case of the loops.
         found[f"{lang}:stdout-flood"] = Attack(fenced(lang, OUTPUT_FLOOD[lang]),
                                                label(lang, one, case_timeout_s=FLOOD_CASE_S),
-                                               Limits(timeout_s=FLOOD_CASE_S + 5))
-        found[f"{lang}:stderr-flood"] = Attack(fenced(lang, STDERR_FLOOD[lang]), quick, QUICK)
-        found[f"{lang}:infinite-loop"] = Attack(fenced(lang, INFINITE_LOOP[lang]), quick, QUICK)
+                                               Limits(timeout_s=FLOOD_CASE_S + 5, compile_timeout_s=COMPILE_S))
+        found[f"{lang}:stderr-flood"] = Attack(fenced(lang, STDERR_FLOOD[lang]), quick, QUICK_COMPILE)
+        found[f"{lang}:infinite-loop"] = Attack(fenced(lang, INFINITE_LOOP[lang]), quick, QUICK_COMPILE)
         found[f"{lang}:network"] = Attack(fenced(lang, NETWORK[lang]),
-                                          label(lang, {"inputs": [""], "outputs": ["contained\n"]}, case_timeout_s=10))
+                                          label(lang, {"inputs": [""], "outputs": ["contained\n"]}, case_timeout_s=10),
+                                          ROOMY_COMPILE)
         found[f"{lang}:read-expected"] = Attack(
             fenced(lang, READ_EXPECTED[lang]),
-            label(lang, {"inputs": ["1 2\n"], "outputs": [SECRET + "\n"]}, case_timeout_s=30), Limits(timeout_s=60))
+            label(lang, {"inputs": ["1 2\n"], "outputs": [SECRET + "\n"]}, case_timeout_s=30), ROOMY_COMPILE)
         sleeper = SLEEPER_CPP if lang == "cpp" else honest(lang, harm=_detach(lang))
-        # What is judged is that the sleeper goes, not speed: a Node start and its shell under gVisor
-        # took the default 3 s a case on a loaded machine once.
-        found[f"{lang}:double-forked-sleeper"] = Attack(fenced(lang, sleeper), label(lang, case_timeout_s=15))
+        found[f"{lang}:double-forked-sleeper"] = Attack(fenced(lang, sleeper), label(lang, case_timeout_s=SLEEPER_CASE_S),
+                                                        ROOMY_COMPILE)
     found["cpp:sleeper-holding-stdout"] = Attack(fenced("cpp", SLEEPER_HOLDING_STDOUT_CPP),
-                                                 label("cpp", case_timeout_s=LOOP_CASE_S), QUICK)
+                                                 label("cpp", case_timeout_s=LOOP_CASE_S), QUICK_COMPILE)
     cpp = label("cpp", one)
     for key, code in {"template-recursion": TEMPLATE_BOMB, "constexpr-loop": CONSTEXPR_LOOP,
                       "static-array-of-1tb": HUGE_ARRAY,
@@ -828,7 +838,10 @@ def key(lang: str, attack: str) -> str:
 
 
 def compile_deadline(case: str) -> float:
-    """The compile step's deadline of an attack's language (the attacks' limits set none)."""
+    """The compile step's deadline of an attack: its limits' (COMPILE_S), else its language's own."""
+    limits = ATTACKS[case].limits
+    if "compile_timeout_s" in limits.model_fields_set:
+        return limits.compile_timeout_s
     return language(case.split(":")[0]).compile_timeout_s
 
 
@@ -961,12 +974,13 @@ def test_next_run_in_the_same_container_sees_no_sleeper(lang, leftovers):
     mode = os.environ.get("REWARDBOX_TEST_MODE") or DEFAULT_MODE
     box = make_sandbox(mode, max_containers=1, retry_s=20, runtime=runtime)
     try:
-        reward = CodeReward(box)
+        reward = CodeReward(box, limits=ROOMY_COMPILE)
         first = reward.submit_grade(Sample(completion=ATTACKS[key(lang, "double-forked-sleeper")].completion,
-                                           label=label(lang))).result()
+                                           label=label(lang, case_timeout_s=SLEEPER_CASE_S))).result()
         assert (first.verdict, first.reward) == (Verdict.PASSED, 1.0), show(first)
         count = reward.submit_grade(Sample(completion=fenced(lang, shell(lang, LIST_SLEEPERS)),
-                                           label=label(lang, {"inputs": [""], "outputs": ["0\n"]}))).result()
+                                           label=label(lang, {"inputs": [""], "outputs": ["0\n"]},
+                                                       case_timeout_s=SLEEPER_CASE_S))).result()
         assert (count.verdict, count.passed) == (Verdict.PASSED, 1), show(count)
     finally:
         box.close()
@@ -984,8 +998,9 @@ def test_the_sleeper_count_can_see_a_sleeper(leftovers):
     box = make_sandbox(os.environ.get("REWARDBOX_TEST_MODE") or DEFAULT_MODE, max_containers=1, retry_s=20,
                        runtime=os.environ.get("REWARDBOX_TEST_RUNTIME") or None)
     try:
-        grade = CodeReward(box).grade(fenced("cpp", shell("cpp", VISIBLE_SLEEPER)),
-                                      label("cpp", {"inputs": [""], "outputs": ["1\n"]}))
+        grade = CodeReward(box, limits=ROOMY_COMPILE).grade(
+            fenced("cpp", shell("cpp", VISIBLE_SLEEPER)),
+            label("cpp", {"inputs": [""], "outputs": ["1\n"]}, case_timeout_s=SLEEPER_CASE_S))
         assert (grade.verdict, grade.passed) == (Verdict.PASSED, 1), show(grade)
     finally:
         box.close()
