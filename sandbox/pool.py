@@ -213,14 +213,16 @@ class PooledSandbox(Sandbox):
         if container is not None:
             self._remove(container)
 
-    def _take(self, limits: Limits, image: str) -> PoolContainer:
+    def _take(self, limits: Limits, image: str, unused: bool = False) -> PoolContainer:
         """A warm container of `image` with these limits: an idle one (one not
-        retiring first), one being started, or a new one. A container taken
-        for one of its last runs has its replacement started now."""
+        retiring first), one being started, or a new one; with `unused`, one
+        that has served no run (a run made again after an InheritedCrash). A
+        container taken for one of its last runs has its replacement started now."""
         container: PoolContainer | None = None
         with self._changed:
             while True:
-                matching = [c for c in self._idle if c.image == image and _same_limits(c.limits, limits)]
+                matching = [c for c in self._idle if c.image == image and _same_limits(c.limits, limits)
+                            and not (unused and c.runs)]
                 if matching:
                     container = next((c for c in matching if not c.retiring), matching[0])
                     self._idle.remove(container)
@@ -320,8 +322,8 @@ class PooledSandbox(Sandbox):
 
     # -- one run -----------------------------------------------------------
 
-    def _run_once(self, request: RunRequest) -> RunResult:
-        container = self._take(request.limits, self._image_of(request))
+    def _run_once(self, request: RunRequest, unused: bool = False) -> RunResult:
+        container = self._take(request.limits, self._image_of(request), unused=unused)
         with self._changed:
             self._busy += 1
         try:

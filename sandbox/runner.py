@@ -70,9 +70,10 @@ class ContainerFate(BaseModel):
 class InheritedCrash(Exception):
     """A reused container's sandbox crashed under a run, which may be what an
     earlier run left (gVisor's sentry panics when the host threads of a fork
-    bomb's killed processes are still there). `run` repeats the run once in
-    another container; if that crashes too, `result` (the run killed) is its
-    grade. Never leaves `run`."""
+    bomb's killed processes are still there). `run` repeats the run once in a
+    container that has served no run, so nothing an earlier run left can be
+    there; if that crashes too, `result` (the run killed) is its grade. Never
+    leaves `run`."""
 
     def __init__(self, message: str, result: RunResult):
         super().__init__(message)
@@ -247,13 +248,13 @@ class Sandbox:
         with self._slots:
             while True:
                 try:
-                    return self._run_once(request)
+                    return self._run_once(request, unused=crashed)
                 except InheritedCrash as exc:
                     if crashed:
                         # A second time: the run's own doing, graded as it ended.
                         return exc.result
                     crashed = True
-                    log.warning("%s; running it again in another container", exc)
+                    log.warning("%s; running it again in a container that has served no run", exc)
                     self._count(run_retries=1)
                 except (OSError, EngineUnavailable, ContainerLost) as exc:
                     if 400 <= (getattr(exc, "status_code", None) or 0) < 500:
@@ -272,7 +273,9 @@ class Sandbox:
                     self._count(run_retries=1)
                     time.sleep(1.0)
 
-    def _run_once(self, request: RunRequest) -> RunResult:
+    def _run_once(self, request: RunRequest, unused: bool = False) -> RunResult:
+        """One run in a container of its own (`unused`, the pool's ask for a
+        container that has served no run, holds here for every run)."""
         limits = request.limits
         nonce = new_nonce()
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"

@@ -177,3 +177,31 @@ def test_a_pooled_sandbox_that_crashes_after_earlier_runs_gets_the_run_made_agai
         assert box.stats().run_retries == 1
     finally:
         box.close()
+
+
+def test_the_run_made_again_goes_to_a_container_that_has_served_no_run():
+    """Two containers have served runs and both hold an earlier run's leftovers (their
+    pids limit lowered, as above): the run that crashes in one is made again in a
+    container that has served no run, not in the other used one, where it would crash
+    a second time and be graded `killed` for what it never did."""
+    box = PooledSandbox(max_containers=2, warm=2, retry_s=20, runtime="runsc", sweep=False)
+    try:
+        reward = CodeReward(box, limits=Limits(timeout_s=30))
+        honest = [reward.submit_grade(Sample(completion="import time\n\ndef add(a, b):\n    time.sleep(1)\n"
+                                                        "    return a + b\n", label=ADD_LABEL)) for _ in range(2)]
+        assert [f.result(timeout=120).verdict for f in honest] == [Verdict.PASSED] * 2
+        used = [c.id for c in box._idle]
+        assert len(used) == 2 and all(c.runs == 1 for c in box._idle)  # both served one run each
+        slow = reward.submit_grade(Sample(completion="import subprocess, time\n\ndef add(a, b):\n"
+                                                     "    time.sleep(4)\n    subprocess.run(['true'])\n"
+                                                     "    return a + b\n", label=ADD_LABEL))
+        time.sleep(2)  # the run has started in one of them
+        for container_id in used:
+            _pids_max(container_id).write_text("1")
+
+        grade = slow.result(timeout=120)
+
+        assert (grade.verdict, grade.reward) == (Verdict.PASSED, 1.0), (grade.verdict, grade.message)
+        assert box.stats().run_retries == 1
+    finally:
+        box.close()

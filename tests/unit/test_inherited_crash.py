@@ -1,6 +1,6 @@
 """A reused container's sandbox that crashed under a run (InheritedCrash: what
-an earlier run may have left) gets the run made once more, in another
-container; a second crash in a row is the run's own, graded as it ended. The
+an earlier run may have left) gets the run made once more, in a container that
+has served no run; a second crash is the run's own, graded as it ended. The
 runs are scripted here; the pool's side, on gVisor, is
 tests/docker/test_gvisor.py."""
 
@@ -29,9 +29,11 @@ class ScriptedSandbox(Sandbox):
         super().__init__(engine=Engine(), sweep=False)  # type: ignore[arg-type]
         self.script = list(script)
         self.runs = 0
+        self.unused: list[bool] = []  # what each run asked of its container
 
-    def _run_once(self, request):
+    def _run_once(self, request, unused=False):
         self.runs += 1
+        self.unused.append(unused)
         outcome = self.script.pop(0)
         if isinstance(outcome, Exception):
             raise outcome
@@ -51,6 +53,9 @@ def test_after_an_inherited_crash_the_run_is_made_again_and_graded_as_it_ends():
     assert box.run(request()) == PASSED
     assert box.runs == 2
     assert box.stats().run_retries == 1
+    # The second run asks for a container that has served no run: another reused one
+    # may hold an earlier run's leftovers too.
+    assert box.unused == [False, True]
 
 
 def test_a_second_crash_in_a_row_is_the_runs_own():
@@ -58,3 +63,4 @@ def test_a_second_crash_in_a_row_is_the_runs_own():
     result = box.run(request())
     assert (result.verdict, result.message) == (Verdict.KILLED, KILLED.message)
     assert box.runs == 2  # no third try: a run that crashes every sandbox it meets is not run forever
+    assert box.unused == [False, True]
