@@ -187,6 +187,7 @@ def test_the_run_made_again_goes_to_a_container_that_has_served_no_run():
     box = PooledSandbox(max_containers=2, warm=2, retry_s=20, runtime="runsc", sweep=False)
     try:
         reward = CodeReward(box, limits=Limits(timeout_s=30))
+        assert box.settle()  # both warm: the two runs below take one each
         honest = [reward.submit_grade(Sample(completion="import time\n\ndef add(a, b):\n    time.sleep(1)\n"
                                                         "    return a + b\n", label=ADD_LABEL)) for _ in range(2)]
         assert [f.result(timeout=120).verdict for f in honest] == [Verdict.PASSED] * 2
