@@ -149,6 +149,12 @@ def _pids_max(container_id: str) -> Path:
     raise AssertionError(f"no pids cgroup found for container {container_id[:12]}")
 
 
+# An honest `add` that starts a process 4 s in: the tests below lower its container's
+# pids limit before then, so that gVisor's sentry panics at that start.
+STARTS_A_PROCESS_LATE = ("import subprocess, time\n\ndef add(a, b):\n    time.sleep(4)\n    subprocess.run(['true'])\n"
+                         "    return a + b\n")
+
+
 def test_a_pooled_sandbox_that_crashes_after_earlier_runs_gets_the_run_made_again():
     """gVisor's sentry can panic (exit code 2, no report) under a run because of
     what an earlier run left in the container: a fork bomb's killed processes
@@ -163,9 +169,7 @@ def test_a_pooled_sandbox_that_crashes_after_earlier_runs_gets_the_run_made_agai
         assert first.verdict is Verdict.PASSED, first.message
         used = [c.id for c in box._idle]  # the one container, which has served a run
         assert len(used) == 1
-        slow = reward.submit_grade(Sample(completion="import subprocess, time\n\ndef add(a, b):\n"
-                                                     "    time.sleep(4)\n    subprocess.run(['true'])\n"
-                                                     "    return a + b\n", label=ADD_LABEL))
+        slow = reward.submit_grade(Sample(completion=STARTS_A_PROCESS_LATE, label=ADD_LABEL))
         time.sleep(2)  # the run has started (a warm container forks its test process at once)
         # What a fork bomb's leftovers do: the host refuses the sentry a new thread for the next process.
         # (runsc has no `update`: the container's cgroup is written to, as the engine would.)
@@ -193,9 +197,7 @@ def test_the_run_made_again_goes_to_a_container_that_has_served_no_run():
         assert [f.result(timeout=120).verdict for f in honest] == [Verdict.PASSED] * 2
         used = [c.id for c in box._idle]
         assert len(used) == 2 and all(c.runs == 1 for c in box._idle)  # both served one run each
-        slow = reward.submit_grade(Sample(completion="import subprocess, time\n\ndef add(a, b):\n"
-                                                     "    time.sleep(4)\n    subprocess.run(['true'])\n"
-                                                     "    return a + b\n", label=ADD_LABEL))
+        slow = reward.submit_grade(Sample(completion=STARTS_A_PROCESS_LATE, label=ADD_LABEL))
         time.sleep(2)  # the run has started in one of them
         for container_id in used:
             _pids_max(container_id).write_text("1")

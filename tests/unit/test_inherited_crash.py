@@ -58,7 +58,7 @@ def test_after_an_inherited_crash_the_run_is_made_again_and_graded_as_it_ends():
     assert box.unused == [False, True]
 
 
-def test_a_second_crash_in_a_row_is_the_runs_own():
+def test_a_second_crash_is_the_runs_own():
     box = ScriptedSandbox([crash(), crash(), PASSED])
     result = box.run(request())
     assert (result.verdict, result.message) == (Verdict.KILLED, KILLED.message)
