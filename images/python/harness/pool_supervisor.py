@@ -38,6 +38,7 @@ import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbprotocol  # noqa: E402
+import rblibc  # noqa: E402
 import rbrun  # noqa: E402
 from rbcgroup import oom_kills  # noqa: E402
 
@@ -235,7 +236,7 @@ def ipc_objects():
     the container's IPC namespace, counted by the kernel (shmctl SHM_INFO,
     semctl SEM_INFO, msgctl MSG_INFO: gVisor has no /proc/sysvipc); an unknown
     count counts as one."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = rblibc.LIBC
     total = 0
     for call, offset in ((lambda b: libc.shmctl(0, SHM_INFO, b), 0),  # shm_info.used_ids
                          (lambda b: libc.semctl(0, 0, SEM_INFO, b), 28),  # seminfo.semusz
@@ -273,7 +274,7 @@ def refuse_message_queues():
     ])
     instructions = ctypes.create_string_buffer(program, len(program))
     fprog = ctypes.create_string_buffer(struct.pack("<HxxxxxxQ", len(program) // 8, ctypes.addressof(instructions)))
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = rblibc.LIBC
     return libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and \
         libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) == 0
 

@@ -23,7 +23,6 @@ rbcheck and compare plain data, with the expected values read from DATA_FD
 into this process's memory.
 """
 
-import ctypes
 import faulthandler
 import hashlib
 import hmac
@@ -42,11 +41,12 @@ from _pytest.outcomes import exit
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import rbbareitems  # noqa: E402
 import rbgenerated  # noqa: E402
+import rblibc  # noqa: E402
 import rbprotocol  # noqa: E402
+import rbsolution  # noqa: E402
 
 WORK_DIR = rbprotocol.WORK_DIR
 HARNESS_DIR = rbprotocol.HARNESS_DIR  # rbcheck, for generated tests
-PR_SET_DUMPABLE = 4
 # Every text a record carries is cut here, so that a record stays below the
 # supervisor's MAX_RECORD_BYTES (64 KiB) however long a test's id or failure is:
 # 2,000 + 260 + 2 x 500 + 200 characters, at most 12 bytes each in JSON.
@@ -241,7 +241,9 @@ class PreparedSession:
         self.plugin = RecordPlugin()
         self.generated = rbgenerated.GeneratedTests()
         self.bare_items = rbbareitems.BareItems()
-        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[self.plugin, self.generated, self.bare_items])
+        self.solution_failures = rbsolution.FailurePlugin()
+        self.config = _prepareconfig(pytest_args([], tb="line"), plugins=[
+            self.plugin, self.generated, self.bare_items, self.solution_failures])
         self.config._do_configure()
         self.session = Session.from_config(self.config)
         self.session.exitstatus = ExitCode.OK
@@ -321,7 +323,7 @@ def main(prepared=None):
     this run (a pooled container's zygote); else it is built here, first."""
     # The expected values of generated tests live in this process's memory: keep
     # the completion's processes (same uid) out of /proc/<pid>/mem and fd.
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    rblibc.set_dumpable(False)
     key_fd, records_fd, data_fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     if prepared is None:
         prepared = PreparedSession()
@@ -355,9 +357,7 @@ def main(prepared=None):
     elif data_fd < 0:
         # The stand-in. The work dir stays off the path, as for generated tests:
         # modules the completion plants there cannot reach this process.
-        import rbsolution
-
-        prepared.config.pluginmanager.register(rbsolution.install(), "rbsolution")
+        rbsolution.install(prepared.solution_failures)
 
     sys.exit(prepared.run(test_files, traceback_style(test_files, generated=data_fd >= 0)))
 

@@ -25,7 +25,6 @@ Messages (one per packet on the seed's SOCK_SEQPACKET socket):
 import atexit
 import builtins
 import contextlib
-import ctypes
 import faulthandler
 import io
 import os
@@ -36,10 +35,10 @@ import sys
 import threading
 import types
 
+import rblibc
 import rbprotocol
 
 HARNESS_DIR = "/opt/rewardbox"
-PR_SET_DUMPABLE = 4
 MESSAGE_BYTES = 64
 
 
@@ -156,7 +155,7 @@ def run_as_main(fds, ready):
     try:
         os.setsid()
         os.close(ready)
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as after an exec; the seed stays closed
+        rblibc.set_dumpable(True)  # as after an exec; the seed stays closed
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(3, 65536)

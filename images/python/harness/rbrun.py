@@ -22,12 +22,12 @@ import sys
 import time
 
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
+import rblibc  # noqa: E402
 import rbprotocol  # noqa: E402
 
 WORK_DIR = rbprotocol.WORK_DIR
 TESTS_DIR = f"{WORK_DIR}/.tests"  # created here, then made read-only
 RUNNER = f"{rbprotocol.HARNESS_DIR}/pytest_runner.py"
-PR_SET_DUMPABLE = 4
 KEEP_OUTPUT_BYTES = 16 * 1024  # head kept of each stream, for error messages
 # A line on the records pipe longer than this is no record of ours: the test
 # process cuts every text it sends (pytest_runner.py), and sends the collected
@@ -78,8 +78,7 @@ def _syscall(name, *args):
     number = SYSCALLS.get(os.uname().machine, {}).get(name)
     if number is None:
         return -errno.ENOSYS
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = libc.syscall(number, *args)
+    result = rblibc.LIBC.syscall(number, *args)
     return result if result >= 0 else -ctypes.get_errno()
 
 
@@ -103,7 +102,7 @@ def ioprio(pid):
 def make_non_dumpable():
     """Hide this process's memory and fds from same-uid processes."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        rblibc.set_dumpable(False)
     except OSError:
         pass
 

@@ -48,34 +48,42 @@ _PROBED_PREFIXES = ("_pytest", "__pytest", "pytestmark", "_fixture", "__test__",
 _SYNC_DEPTH = 50
 
 
-def install():
+def install(failures):
     """Before collection: `solution` resolves to the stand-in (and only here:
     the work dir is not on sys.path, so nothing the completion writes there is
-    imported into this process). Returns the pytest plugin that keeps a test
-    from passing over the worker's end."""
+    imported into this process), and `failures` (the prepared session's
+    FailurePlugin) keeps a test from passing over the worker's end."""
     rbcheck._oom_kills_at_start = oom_kills()
     # The worker runs as our uid: a SIGINT from it ends this process (graded
     # killed) rather than raising a KeyboardInterrupt that a test's bare `except:` takes.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     process = SolutionProcess()
     sys.meta_path.insert(0, _Finder(process))
-    return FailurePlugin(process)
+    failures.process = process
 
 
 class FailurePlugin:
     """A test during which the worker ended fails with that failure, even if
     its own code swallowed it (a bare `except:`, `pytest.raises(BaseException)`),
-    as rbcheck.check does for generated tests: the host grades the run killed."""
+    as rbcheck.check does for generated tests: the host grades the run killed.
 
-    def __init__(self, process):
-        self.process = process
+    Registered with the prepared session (pytest_runner.PreparedSession), which
+    saves each run pluggy's registration of a plugin; dormant until `install`
+    gives it the run's solution process. `tryfirst`: the outermost wrapper of
+    the call, as it was when each run registered it last."""
 
-    @pytest.hookimpl(wrapper=True)
+    def __init__(self):
+        self.process = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item):
-        before = self.process.failure
+        process = self.process
+        if process is None:
+            return (yield)
+        before = process.failure
         result = yield
-        if self.process.worker is not None and self.process.failure is not None and before is None:
-            raise self.process.failure.with_traceback(None)
+        if process.worker is not None and process.failure is not None and before is None:
+            raise process.failure.with_traceback(None)
         return result
 
 
@@ -276,10 +284,7 @@ def hide_test_sources():
     entry without mtime is never checked against the file). The supervisor
     takes an emptied test file for the one it wrote (rbrun.digest_files)."""
     wanted = set(sys.argv[5:])
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path not in wanted:
-            continue
+    for path in _imported_test_files(wanted):
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -293,6 +298,25 @@ def hide_test_sources():
             os.chmod(directory, 0o555)
         except OSError:
             continue  # the grade does not depend on it: what the file held is the tests' own
+
+
+def _imported_test_files(wanted):
+    """The test files (of `wanted`) imported so far. The one importing
+    `solution` is on the stack (its module, or a function or fixture of it):
+    found there without a walk of sys.modules, which reads every module the
+    zygote holds and, in a fork of it, copies their pages (2 ms a run). Any
+    other is only found by that walk, made when the stack does not hold them all."""
+    found = set()
+    frame = sys._getframe(1)
+    while frame is not None and len(found) < len(wanted):
+        path = frame.f_globals.get("__file__")
+        if path in wanted:
+            found.add(path)
+        frame = frame.f_back
+    if len(found) < len(wanted):
+        found.update(path for path in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+                     if path in wanted)
+    return sorted(found)
 
 
 def _import_failure(failure):

@@ -22,7 +22,6 @@ Messages (JSON, one per packet):
 
 import atexit
 import contextlib
-import ctypes
 import fcntl
 import gc
 import importlib
@@ -38,12 +37,12 @@ import threading
 sys.path.insert(0, "/opt/rewardbox")  # -I leaves the script's directory out
 import pytest_runner  # noqa: E402
 import rbcheck  # noqa: E402
+import rblibc  # noqa: E402
 import rbprograms  # noqa: E402
 import rbprotocol  # noqa: E402
 import rbworker  # noqa: E402
 import rbrun  # noqa: E402
 
-PR_SET_DUMPABLE = 4
 MAX_FDS = 5
 CHILD_FD_BASE = 100  # received fds are moved above the targets before dup2 onto them
 LOW_FDS = 8  # held while the session is prepared, so that its files get numbers above a run's
@@ -153,7 +152,7 @@ def become_worker(sock):
         sock.close()
         if data != b"worker" or len(fds) != 2:
             os._exit(0)  # the test process ended without needing a worker
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as after an exec
+        rblibc.set_dumpable(True)  # as after an exec
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHILD_FD_BASE) for fd in fds]
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -203,10 +202,10 @@ def run_child(message, fds):
         os.setsid()
         # Raise our OOM score (allowed unprivileged only while dumpable), so that
         # the kernel's OOM killer takes the code under test before the harness.
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        rblibc.set_dumpable(True)
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        rblibc.set_dumpable(False)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHILD_FD_BASE) for fd in fds]
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -271,7 +270,7 @@ def serve(sock):
 
 
 def main():
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    rblibc.set_dumpable(False)
     global PREPARED
     sock = socket.socket(fileno=int(sys.argv[1]))
     warm_up(session="--once" not in sys.argv[2:])

@@ -29,6 +29,10 @@ def test_generator():
     assert list(count_up(3)) == [0, 1, 2]
 '''
 LABEL = {"pytest": TESTS}
+# The same tests, each importing the solution when it runs: the test module is then no
+# longer being imported when the worker starts, and must be emptied all the same.
+LAZY_TESTS = TESTS.replace("from solution import Counter, count_up, make_counter\n\n\n", "").replace(
+    "():\n", "():\n    from solution import Counter, count_up, make_counter\n\n")
 
 HONEST_RIGHT = '''\
 class Counter:
@@ -338,6 +342,8 @@ def test_handle_hack_scores_no_more_than_an_honest_wrong_answer(batch, case):
     assert grade.verdict in EXPECTED.get(case, {Verdict.FAILED}), show(grade)
 
 
+ATTACKS["reading-the-tests-through-proc-from-a-test"] = Attack(HACKS["reading-the-tests-process-through-proc"],
+                                                              {"pytest": LAZY_TESTS}, ROOMY)
 ATTACKS["broad-raises-honest"] = Attack(BROAD_RIGHT, {"pytest": BROAD_TESTS})
 ATTACKS["broad-raises-exit"] = Attack(BROAD_EXIT, {"pytest": BROAD_TESTS})
 
@@ -353,8 +359,12 @@ def test_the_workers_end_fails_a_test_that_swallows_it(batch, case, honest):
 
 
 @pytest.mark.core
-@pytest.mark.parametrize("case", ["reading-the-tests-process-through-proc"])
+@pytest.mark.parametrize("case", ["reading-the-tests-process-through-proc",
+                                  "reading-the-tests-through-proc-from-a-test"])
 def test_the_tests_source_and_process_are_out_of_reach(batch, case):
-    # Neither the test module's file (emptied before the solution started) nor the tests'
-    # process (not dumpable) showed the solution an expected value.
-    assert "found []" in " ".join(t.message or "" for t in batch[case].tests), show(batch[case])
+    # Neither the test module's file (emptied before the solution started, whether the module
+    # imports it or a test does) nor the tests' process (not dumpable) showed the solution an
+    # expected value.
+    grade = batch[case]
+    assert grade.total == 3 and grade.passed == 0, show(grade)
+    assert "found []" in " ".join(t.message or "" for t in grade.tests), show(grade)
