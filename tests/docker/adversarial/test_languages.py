@@ -818,8 +818,10 @@ DEFAULT_MEMORY_VERDICTS = {Verdict.OUT_OF_MEMORY}  # the kernel's OOM killer, se
 # it: the compiler's own limit or allocation failure, or the step's memory limit or deadline.
 COMPILE_BOMBS = {
     # 2^40 instantiations: cc1plus runs out of address space (or of the cgroup's memory) first.
-    "cpp:template-recursion": ("virtual memory exhausted", "the compiler ran out of memory",
-                               "the compiler ran past its deadline"),
+    # g++ says "virtual memory exhausted" when its collected heap cannot grow, "out of memory
+    # allocating" when a malloc fails: which comes first depends on the container's memory then.
+    "cpp:template-recursion": ("virtual memory exhausted", "out of memory allocating",
+                               "the compiler ran out of memory", "the compiler ran past its deadline"),
     # 4e10 steps: g++ stops at its constexpr operation limit within seconds.
     "cpp:constexpr-loop": ("evaluation operation count exceeds limit", "the compiler ran past its deadline"),
     # 1 TB of .bss is past the small code model's 2 GB: the linker refuses it.
