@@ -101,10 +101,7 @@ def ioprio(pid):
 
 def make_non_dumpable():
     """Hide this process's memory and fds from same-uid processes."""
-    try:
-        rblibc.set_dumpable(False)
-    except OSError:
-        pass
+    rblibc.set_dumpable(False)
 
 
 def safe_name(name):
