@@ -26,41 +26,67 @@ def parse_tests(source: str) -> ast.Module:
         raise ValueError(f"test code does not parse: {exc}") from None
 
 
+def _binding(node: ast.AST) -> str | None:
+    """The name `node` binds, if it binds one (`x = `, `def x`, `import x`...)."""
+    if isinstance(node, ast.Name):
+        return node.id if isinstance(node.ctx, (ast.Store, ast.Del)) else None
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name).split(".")[0]
+    if isinstance(node, ast.ExceptHandler):
+        return node.name
+    return None
+
+
 def _bound_names(tree: ast.AST) -> set[str]:
     """Every name the code binds anywhere (an over-approximation is safe)."""
-    bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-    return bound
+    return {name for node in ast.walk(tree) if (name := _binding(node))}
 
 
 def _loaded_names(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+class _Names(NamedTuple):
+    """What test code reads and binds, from one walk of its tree."""
+
+    free: set[str]  # read but never bound, builtins left out: the solution's functions, or modules
+    module_like: set[str]  # free names only ever read as `name.attr`: maybe a module
+    bound: set[str]  # every name bound anywhere (`_bound_names`)
+    star: bool  # a `from m import *` anywhere
+
+
+def _names(tree: ast.AST) -> _Names:
+    bound: set[str] = set()
+    loads: list[ast.Name] = []
+    as_base: set[str] = set()
+    bases: set[int] = set()
+    star = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.append(node)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            as_base.add(node.value.id)
+            bases.add(id(node.value))
+        elif name := _binding(node):
+            bound.add(name)
+        star |= isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+    free = {n.id for n in loads} - bound - _BUILTIN_NAMES
+    elsewhere = {n.id for n in loads if id(n) not in bases}
+    return _Names(free, (as_base - elsewhere) & free, bound, star)
+
+
 def free_names(source: str) -> list[str]:
     """Names the test code uses but never defines: the solution's functions."""
-    tree = parse_tests(source)
-    return sorted(_loaded_names(tree) - _bound_names(tree) - _BUILTIN_NAMES)
+    return sorted(_names(parse_tests(source)).free)
 
 
 def module_like(source: str) -> list[str]:
     """Free names the tests only ever use as `name.attr`: maybe a module."""
-    tree = parse_tests(source)
-    as_base = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    elsewhere = {n.id for n in loads if id(n) not in bases}
-    return sorted((as_base - elsewhere) & set(free_names(source)))
+    return sorted(_names(parse_tests(source)).module_like)
 
 
 def check_function(tree: ast.Module) -> ast.FunctionDef:
@@ -155,14 +181,15 @@ def plan_check(test: str, entry_point: str, prompt: str | None) -> CheckPlan:
     check = check_function(tree)
     param = check.args.args[0].arg
     helpers = _prompt_helpers(prompt, defined_name(entry_point)) if prompt else _NO_HELPERS
-    free = set(free_names(test))
-    modules = set(module_like(test)) - helpers.defines
+    names = _names(tree)
+    free = names.free
+    modules = names.module_like - helpers.defines
     proxies = {param: entry_point}
     if entry_point.isidentifier() and entry_point in free:
         proxies[entry_point] = entry_point
     proxies |= {n: n for n in sorted(free & helpers.stubs)}
     unknown = free - set(proxies) - helpers.defines - modules
-    star = helpers.star or _has_star_import(tree)
+    star = helpers.star or names.star
     # A star import may define the unknown names; if it does not, NameError: the label's failure, never a pass.
     setup = helpers.source + "\n\n" + test if free & helpers.defines or (helpers.star and unknown) else test
     unknown = set() if star else unknown
@@ -172,15 +199,13 @@ def plan_check(test: str, entry_point: str, prompt: str | None) -> CheckPlan:
         return CheckPlan(whole, setup, proxies, tuple(sorted(modules)), frozenset(unknown))
     solution = frozenset(n for n in proxies if n not in modules)
     trusted = [tree, parse(helpers.source)] if helpers.source else [tree]
-    cases = (None if star else _split_check(check, solution, trusted)) or whole
+    bound = names.bound.union(*(_bound_names(t) for t in trusted[1:]))
+    cases = (None if star else _split_check(check, solution, trusted, bound)) or whole
     return CheckPlan(tuple(cases), setup, proxies, tuple(sorted(modules)), frozenset())
 
 
-def _has_star_import(tree: ast.AST) -> bool:
-    return any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
-
-
-def _split_check(check: ast.FunctionDef, solution: frozenset[str], trusted: list[ast.Module]) -> list[str] | None:
+def _split_check(check: ast.FunctionDef, solution: frozenset[str], trusted: list[ast.Module],
+                 bound: set[str]) -> list[str] | None:
     """The statements of `check` as tests of their own, or None: run whole.
 
     Test j runs, in their original order, the statements before it that do not
@@ -198,13 +223,13 @@ def _split_check(check: ast.FunctionDef, solution: frozenset[str], trusted: list
     if any(isinstance(n, (ast.Return, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await))
            for s in body for n in _walk_same_scope(s)):
         return None  # control flow, or a scope, only check itself has
-    effects = _Effects(solution, trusted, check)
+    binds = [_scope_bindings(s) for s in body]  # once per statement: a check may hold thousands
+    effects = _Effects(solution, trusted, bound, Counter(n for names in binds for n in names), check)
     scans = [effects.scan(s) for s in body]
     tests = [i for i, (_, uses) in enumerate(scans) if uses]
     if len(tests) < 2 or not all(pure for pure, _ in scans[:tests[-1]]):  # the last test runs after all others
         return None
-    loads = [_loaded_names(s) for s in body]  # once per statement: a check may hold thousands
-    binds = [_scope_bindings(s) for s in body]
+    loads = [_loaded_names(s) for s in body]
     if any(effects.unsafe_globals & names for names in loads):
         return None
     # A local of check that is also a global or a builtin: read before check binds it, the function raises
@@ -297,13 +322,15 @@ class _Effects:
     code that is pure itself; no lazy iterator outlives the expression that
     consumes it; no `global`, `return` or `yield` at check's level."""
 
-    def __init__(self, solution: frozenset[str], trusted: list[ast.Module], check: ast.FunctionDef):
+    def __init__(self, solution: frozenset[str], trusted: list[ast.Module], bound: set[str], local: Counter[str],
+                 check: ast.FunctionDef):
+        """`bound`: every name the trusted code binds; `local`: how many times
+        each name is bound by a statement of check's body, in its scope."""
         self.solution = solution
-        self.bound = set().union(*(_bound_names(t) for t in trusted))
+        self.bound = bound
         self.builtins = _PURE_BUILTINS - self.bound  # `str = ...` anywhere: not the builtin
         top: Counter[str] = Counter(n for tree in trusted for node in tree.body for n in _scope_bindings(node))
         self.globals = set(top) | _BUILTIN_NAMES
-        local: Counter[str] = Counter(n for s in check.body for n in _scope_bindings(s))
         defs = {node.name: node for tree in trusted for node in tree.body
                 if isinstance(node, ast.FunctionDef) and node is not check}
         defs |= {s.name: s for s in check.body if isinstance(s, ast.FunctionDef)}
@@ -322,8 +349,12 @@ class _Effects:
 
     def scan(self, node: ast.AST, in_function: bool = False) -> tuple[bool, bool]:
         """(pure, whether it may call the solution)."""
-        consumed = {id(arg) for n in ast.walk(node) for arg in _consumed(n)}
-        idle = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Expr)}  # a bare `print`: read, not run
+        consumed: set[int] = set()
+        idle: set[int] = set()  # a bare `print`: read, not run
+        for n in ast.walk(node):
+            consumed.update(id(arg) for arg in _consumed(n))
+            if isinstance(n, ast.Expr):
+                idle.add(id(n.value))
         pure, uses = True, False
         stack = [node]
         while stack:
