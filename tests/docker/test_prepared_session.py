@@ -79,9 +79,40 @@ MODULES = {
             assert capsys is not None
     """,
     "empty": "x = 1\n",
+    # Short tracebacks whose entries share files and lines (a helper every test
+    # calls, statements over several lines): the prepared session finds each
+    # statement once (rbstatements), pytest.main once per entry.
+    "shared_lines": """
+        import pytest
+
+        def helper(x, want):
+            assert x == (
+                want)
+
+        def test_a():
+            helper(1, 2)
+
+        def test_b():
+            helper(2,
+                   3)
+
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_c(n):
+            # a comment
+            helper(n, 0)
+
+        class TestD:
+            def test_e(self):
+                try:
+                    helper(0, 1)
+                finally:
+                    pass
+    """,
 }
 
 SCRIPT = r'''
+import _pytest._code.code
+import _pytest._code.source
 import pytest
 import pytest_runner
 import rbzygote
@@ -99,6 +130,7 @@ def run(body):
 
 def by_pytest_main(path):
     def body(fd):
+        _pytest._code.code.getstatementrange_ast = _pytest._code.source.getstatementrange_ast  # pytest's own
         plugin = pytest_runner.RecordPlugin(KEY, fd)
         code = pytest.main(pytest_runner.pytest_args([path], tb="short"), plugins=[plugin])
         plugin.terminal()

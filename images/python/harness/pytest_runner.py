@@ -44,6 +44,7 @@ import rbgenerated  # noqa: E402
 import rblibc  # noqa: E402
 import rbprotocol  # noqa: E402
 import rbsolution  # noqa: E402
+import rbstatements  # noqa: E402
 
 WORK_DIR = rbprotocol.WORK_DIR
 HARNESS_DIR = rbprotocol.HARNESS_DIR  # rbcheck, for generated tests
@@ -238,6 +239,7 @@ class PreparedSession:
 
     def __init__(self):
         before = _open_fds()
+        rbstatements.install()
         self.plugin = RecordPlugin()
         self.generated = rbgenerated.GeneratedTests()
         self.bare_items = rbbareitems.BareItems()

@@ -1,0 +1,103 @@
+"""What reporting a failure costs a pooled run. Most samples of an RL batch
+fail, so this is most runs' cost.
+
+- The zygote has reported a failure before any run (rbzygote.WARM_TESTS):
+  what pytest's report of a failure builds on first use (inspect's map of
+  every loaded module's file, tokenize's patterns, about 10 ms) is built once
+  per container, not in every run that fails.
+- A short traceback's entries find their statements through rbstatements:
+  a test module is parsed once per run, not once per failure.
+"""
+
+import os
+
+from rewardbox.sandbox import Limits, RunRequest, Verdict
+from rewardbox.sandbox.pool import PooledSandbox
+
+RUNTIME = os.environ.get("REWARDBOX_TEST_RUNTIME") or None
+SOLUTION = {"solution.py": "def add(a, b):\n    return a + b\n"}
+
+# Read before this process has reported any failure of its own.
+WARM = {"test_solution.py": '''
+import inspect
+import tokenize
+
+from solution import add
+
+
+def test_the_failure_report_finds_its_caches_filled():
+    assert len(inspect._filesbymodname) > 100, len(inspect._filesbymodname)
+    assert tokenize._compile.cache_info().currsize > 0
+
+
+def test_add():
+    assert add(1, 2) == 3
+'''}
+
+# The first test counts the parses of pytest's statement finder
+# (_pytest._code.source parses as "source") from then on; four failures
+# later, the last test reads the count.
+PARSES = {"test_solution.py": '''
+import ast
+
+from solution import add
+
+PARSED = []
+
+
+def test_count_parses():
+    parse = ast.parse
+
+    def counted(source, filename="<unknown>", *args, **kwargs):
+        if filename == "source":
+            PARSED.append(1)
+        return parse(source, filename, *args, **kwargs)
+
+    ast.parse = counted
+
+
+def check(a, b, want):
+    assert add(a, b) == (
+        want)
+
+
+def test_a():
+    check(1, 2, 4)
+
+
+def test_b():
+    check(2, 2, 5)
+
+
+def test_c():
+    check(3, 2, 6)
+
+
+def test_d():
+    check(4, 2, 7)
+
+
+def test_parsed_once():
+    assert len(PARSED) == 1, len(PARSED)
+'''}
+
+
+def run(box, tests):
+    return box.run(RunRequest(files=SOLUTION, tests=tests, limits=Limits(timeout_s=20)))
+
+
+def test_a_run_finds_what_a_failure_report_needs_already_built():
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        for _ in range(2):  # the container's first run and a later one
+            result = run(box, WARM)
+            assert result.verdict is Verdict.PASSED, (result.message, result.stdout)
+            assert [t.outcome for t in result.tests] == ["passed", "passed"], result.tests
+
+
+def test_a_module_whose_tests_fail_is_parsed_once_for_their_tracebacks():
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        result = run(box, PARSES)
+    outcomes = {t.name: t.outcome for t in result.tests}
+    assert outcomes == {"test_count_parses": "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
+                        "test_d": "failed", "test_parsed_once": "passed"}, (outcomes, result.stdout)
+    assert "assert 3 == 4" in result.stdout  # the short tracebacks are there
