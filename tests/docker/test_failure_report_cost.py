@@ -3,7 +3,7 @@ fail, so this is most runs' cost.
 
 - The zygote has reported a failure before any run (rbzygote.WARM_TESTS):
   what pytest's report of a failure builds on first use (inspect's map of
-  every loaded module's file, tokenize's patterns, about 10 ms) is built once
+  every loaded module's file, about 6 ms; tokenize's patterns) is built once
   per container, not in every run that fails.
 - A short traceback's entries find their statements through rbstatements:
   a test module is parsed once per run, not once per failure.

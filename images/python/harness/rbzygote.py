@@ -50,9 +50,10 @@ WORK_DIR = rbprotocol.WORK_DIR
 PREPARED = None  # pytest's session, configured before any request (prepare_session)
 
 
-# The warm-up session's tests: one passes, one fails, so that what reporting a
-# failure fills on first use (inspect's map of module files, tokenize's
-# patterns: about 10 ms) is filled here once, not in every run that fails.
+# The warm-up session's tests: one passes, one fails (its statement over two
+# lines, which pytest tokenizes), so that what reporting a failure fills on
+# first use (inspect's map of every module's file, about 6 ms; tokenize's
+# patterns) is filled here once, not in every run that fails.
 WARM_TESTS = """\
 def test_warm():
     assert [1] == [1]
