@@ -5,8 +5,10 @@ fail, so this is most runs' cost.
   what pytest's report of a failure builds on first use (inspect's map of
   every loaded module's file, about 6 ms; tokenize's patterns) is built once
   per container, not in every run that fails.
-- A short traceback's entries find their statements through rbstatements:
-  a test module is parsed once per run, not once per failure.
+- A short traceback's entries read through rbtraceback: a test module is
+  parsed once per run, not once per failure; each entry's path is made once;
+  exec'd code's missing source is known without inspect's search of every
+  loaded module.
 """
 
 import os
@@ -81,6 +83,46 @@ def test_parsed_once():
     assert len(PARSED) == 1, len(PARSED)
 '''}
 
+# The first test counts inspect's module searches for "<...>" files from then
+# on (two per entry of exec'd code, pytest's own way); the last reads the count.
+SEARCHES = {"test_solution.py": '''
+import inspect
+
+from _pytest._code import Code
+
+from solution import add
+
+SEARCHED = []
+
+
+def test_count_searches():
+    getmodule = inspect.getmodule
+
+    def counted(object, _filename=None):
+        if isinstance(_filename, str) and _filename.startswith("<"):
+            SEARCHED.append(_filename)
+        return getmodule(object, _filename)
+
+    inspect.getmodule = counted
+
+
+def test_a():
+    exec(compile("assert add(1, 2) == 4", "<test>", "exec"), {"add": add})
+
+
+def test_b():
+    exec(compile("assert add(2, 2) == 5", "<test>", "exec"), {"add": add})
+
+
+def test_searched_none():
+    assert SEARCHED == [], SEARCHED
+
+
+def test_a_path_is_made_once():
+    code = Code(test_a_path_is_made_once.__code__)
+    assert code.path is code.path
+'''}
+
 
 def run(box, tests):
     return box.run(RunRequest(files=SOLUTION, tests=tests, limits=Limits(timeout_s=20)))
@@ -101,3 +143,12 @@ def test_a_module_whose_tests_fail_is_parsed_once_for_their_tracebacks():
     assert outcomes == {"test_count_parses": "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
                         "test_d": "failed", "test_parsed_once": "passed"}, (outcomes, result.stdout)
     assert "assert 3 == 4" in result.stdout  # the short tracebacks are there
+
+
+def test_exec_d_code_is_reported_without_searching_every_module():
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        result = run(box, SEARCHES)
+    outcomes = {t.name: t.outcome for t in result.tests}
+    assert outcomes == {"test_count_searches": "passed", "test_a": "failed", "test_b": "failed",
+                        "test_searched_none": "passed", "test_a_path_is_made_once": "passed"}, (outcomes, result.stdout)
+    assert "<test>:1: in <module>" in result.stdout  # the exec'd entries are in the tracebacks

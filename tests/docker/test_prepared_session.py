@@ -81,7 +81,7 @@ MODULES = {
     "empty": "x = 1\n",
     # Short tracebacks whose entries share files and lines (a helper every test
     # calls, statements over several lines): the prepared session finds each
-    # statement once (rbstatements), pytest.main once per entry.
+    # statement once (rbtraceback), pytest.main once per entry.
     "shared_lines": """
         import pytest
 
@@ -108,13 +108,58 @@ MODULES = {
                 finally:
                     pass
     """,
+    # Entries in exec'd code (whose source the prepared session knows to be
+    # missing without inspect's search, unless it was registered or linecache's
+    # reader replaced, as doctest does), and in code compiled from a relative
+    # file name before and after a chdir (each path made once per directory).
+    "exec_code": """
+        import linecache
+        import os
+
+        SHOWN = "x = 1\\nassert x == (\\n    2)\\n"
+        linecache.cache["<shown>"] = (len(SHOWN), None, SHOWN.splitlines(True), "<shown>")
+        RELATIVE = "def f():\\n    assert False, os.getcwd()\\n"
+
+        def helper(x):
+            assert x == 0
+
+        def test_exec_fails():
+            exec(compile("assert 1 == 2", "<test>", "exec"), {})
+
+        def test_exec_calls_helper():
+            exec(compile("helper(3)", "<test>", "exec"), {"helper": helper})
+
+        def test_registered_source():
+            exec(compile(SHOWN, "<shown>", "exec"), {})
+
+        def test_replaced_reader(monkeypatch):
+            monkeypatch.setattr(linecache, "getlines", lambda name, module_globals=None: ["assert 'read' == 'here'\\n"])
+            exec(compile("assert 'read' == 'here'", "<read>", "exec"), {})
+
+        def relative_function():
+            namespace = {"os": os}
+            exec(compile(RELATIVE, "rel.py", "exec"), namespace)
+            return namespace["f"]
+
+        def test_relative_name_here():
+            relative_function()()
+
+        def test_relative_name_elsewhere(monkeypatch):
+            os.makedirs("/tmp/rbrel", exist_ok=True)
+            with open("/tmp/rbrel/rel.py", "w") as f:
+                f.write(RELATIVE)
+            monkeypatch.chdir("/tmp/rbrel")
+            relative_function()()
+
+        def test_relative_name_here_again():
+            relative_function()()
+    """,
 }
 
 SCRIPT = r'''
-import _pytest._code.code
-import _pytest._code.source
 import pytest
 import pytest_runner
+import rbtraceback
 import rbzygote
 
 MODULES = json.loads(sys.argv[1])
@@ -130,7 +175,7 @@ def run(body):
 
 def by_pytest_main(path):
     def body(fd):
-        _pytest._code.code.getstatementrange_ast = _pytest._code.source.getstatementrange_ast  # pytest's own
+        rbtraceback.uninstall()  # pytest's own readers, in this fork
         plugin = pytest_runner.RecordPlugin(KEY, fd)
         code = pytest.main(pytest_runner.pytest_args([path], tb="short"), plugins=[plugin])
         plugin.terminal()

@@ -44,7 +44,7 @@ import rbgenerated  # noqa: E402
 import rblibc  # noqa: E402
 import rbprotocol  # noqa: E402
 import rbsolution  # noqa: E402
-import rbstatements  # noqa: E402
+import rbtraceback  # noqa: E402
 
 WORK_DIR = rbprotocol.WORK_DIR
 HARNESS_DIR = rbprotocol.HARNESS_DIR  # rbcheck, for generated tests
@@ -239,7 +239,7 @@ class PreparedSession:
 
     def __init__(self):
         before = _open_fds()
-        rbstatements.install()
+        rbtraceback.install()
         self.plugin = RecordPlugin()
         self.generated = rbgenerated.GeneratedTests()
         self.bare_items = rbbareitems.BareItems()
