@@ -1,8 +1,9 @@
 """The benchmark's corpus per label format (bench/formats.py) and its
 `bare-program` contestant (bench/bench.py), on a tiny made-up problem: each
 format's label is one rewardbox parses, with the cases it should hold; each
-variant's program gets its class from its exit status alone; and the diffs
-against bare-program compare only pass or not. No network, no Docker."""
+variant's program gets its class from its exit status alone; the diffs
+against bare-program compare only pass or not; and the tail is also read
+outside the tests' own time. No network, no Docker."""
 
 import importlib.util
 import random
@@ -138,6 +139,25 @@ def test_against_bare_program_diffs_compare_pass_or_not_only():
     assert bench.disagreements(items, runs) == {"bare-program": [], "rewardbox": ["c"]}
     graded = {"bare": run("passed", "failed", "failed"), "rewardbox": run("passed", "syntax_error", "failed")}
     assert bench.disagreements(items, graded) == {"bare": [], "rewardbox": ["b"]}  # classes, where both grade
+
+
+def test_the_tail_outside_the_tests_leaves_out_their_own_time_and_the_samples_that_hit_a_limit():
+    def figures(results):
+        return {"results": results, "wall_s": 1.0, "host_cpu_self_s": 0.0, "host_cpu_children_s": 0.0,
+                "engine_cpu_s": 0.0, "engine_cpu_raw_s": 0.0, "container_cpu_s": 0.0, "peak_rss_mib": 1.0,
+                "containers_seen": 0, "containers_started": 0}
+
+    # Nine samples of 0.1 s of our own, one of 0.1 s plus 0.9 s of slow tests, one that timed out.
+    timed = [{"verdict": "passed", "latency_s": 0.1 + tests, "tests_s": tests} for tests in [0.0] * 9 + [0.9]]
+    timed.append({"verdict": "timeout", "latency_s": 5.0, "tests_s": 0.0})
+    row = bench.summarize("rewardbox", figures(timed), len(timed))
+    assert row["p99_calm_s"] / row["p50_calm_s"] > 5  # the slow tests make the calm tail
+    assert row["p50_outside_tests_s"] == row["p99_outside_tests_s"] == 0.1  # our own part has none
+    untimed = bench.summarize("bare-program", figures([{"verdict": "passed", "latency_s": 0.1}] * 3), 3)
+    assert untimed["p50_outside_tests_s"] is None
+    table = bench.table([row, untimed], {"rewardbox": [], "bare-program": []}, {"rewardbox": 0, "bare-program": 0})
+    assert "p99/p50 outside tests" in table.splitlines()[0]
+    assert [line.split(" | ")[9].strip() for line in table.splitlines()[1:]] == ["1.00", "-"]
 
 
 def test_corpus_in_format_leaves_out_problems_without_cases():
