@@ -6,7 +6,8 @@ fail, so this is most runs' cost.
   every loaded module's file, about 6 ms; tokenize's patterns) is built once
   per container, not in every run that fails.
 - A short traceback's entries read through rbtraceback: a test module is
-  parsed once per run, not once per failure; each entry's path is made once;
+  parsed once per run, not once per failure, and its whole tree walked once,
+  not once per failing line; each entry's path is made once;
   exec'd code's missing source is known without inspect's search of every
   loaded module.
 """
@@ -83,6 +84,30 @@ def test_parsed_once():
     assert len(PARSED) == 1, len(PARSED)
 '''}
 
+# The first test counts the walks of the whole tree pytest's statement finder
+# parsed (as "source") from then on; four failures on four lines later (and
+# the helper's line they share), the last test reads the count.
+WALKS = {"test_solution.py": PARSES["test_solution.py"].replace("def test_count_parses():", """def test_count_walks():
+    parse, walk = ast.parse, ast.walk
+    trees = []
+
+    def kept(source, filename="<unknown>", *args, **kwargs):
+        tree = parse(source, filename, *args, **kwargs)
+        if filename == "source":
+            trees.append(tree)
+        return tree
+
+    def counted(node):
+        if any(node is tree for tree in trees):
+            PARSED.append(1)
+        return walk(node)
+
+    ast.parse, ast.walk = kept, counted
+
+
+def unused():""").replace("def test_parsed_once():", "def test_walked_once():")}
+
+
 # The first test counts inspect's module searches for "<...>" files from then
 # on (two per entry of exec'd code, pytest's own way); the last reads the count.
 SEARCHES = {"test_solution.py": '''
@@ -152,3 +177,12 @@ def test_exec_d_code_is_reported_without_searching_every_module():
     assert outcomes == {"test_count_searches": "passed", "test_a": "failed", "test_b": "failed",
                         "test_searched_none": "passed", "test_a_path_is_made_once": "passed"}, (outcomes, result.stdout)
     assert "<test>:1: in <module>" in result.stdout  # the exec'd entries are in the tracebacks
+
+
+def test_a_module_whose_tests_fail_is_walked_whole_once_for_their_tracebacks():
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        result = run(box, WALKS)
+    outcomes = {t.name: t.outcome for t in result.tests}
+    assert outcomes == {"test_count_walks": "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
+                        "test_d": "failed", "test_walked_once": "passed"}, (outcomes, result.stdout)
+    assert "assert 3 == 4" in result.stdout  # the short tracebacks are there

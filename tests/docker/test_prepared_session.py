@@ -221,3 +221,117 @@ def test_the_cases_cover_every_way_a_session_ends(outcomes):
             statuses["empty"]} == {1, 2, 3, 5}
     outcomes_seen = {r.get("outcome") for r in outcomes["outcomes"]["pytest.main"][1]}
     assert {"passed", "failed", "error", "skipped", "xfailed", "xpassed"} <= outcomes_seen
+
+
+# Every statement form of Python 3.11 that holds a block or a line pytest's
+# statement finder reads: decorators, else and finally blocks, except and
+# except* handlers, match cases, async forms, nesting.
+EVERY_BLOCK = '''
+import contextlib
+
+
+@contextlib.contextmanager
+@staticmethod
+def managed(
+        a, b=lambda: [x for x in range(3)]):
+    yield a
+
+
+class Outer:
+    @property
+    def prop(self):
+        class Inner:
+            x = 1
+        return Inner
+
+
+async def run(items):
+    async for item in items:
+        pass
+    else:
+        return 1
+    async with managed(1) as m:
+        await m
+
+
+def flow(n):
+    for i in range(n):
+        if i:
+            continue
+        elif i > 2:
+            break
+        else:
+            pass
+    else:
+        n += 1
+    while n:
+        n -= 1
+    else:
+        n = (
+            2)
+    try:
+        raise ValueError
+    except ValueError as exc:
+        del exc
+    except (TypeError, KeyError):
+        pass
+    else:
+        pass
+    finally:
+        n = 0
+    try:
+        pass
+    finally:
+        pass
+    try:
+        raise ExceptionGroup("g", [ValueError()])
+    except* ValueError:
+        pass
+    else:
+        pass
+    match n:
+        case 0 if n == 0:
+            return "zero"
+        case [1, *rest]:
+            return rest
+        case _:
+            with open("x") as f, open("y"):
+                return f
+'''
+
+STATEMENTS_SCRIPT = r'''
+import ast, glob
+import rbtraceback
+from _pytest._code.source import get_statement_startend2
+
+
+def ranges(tree, lines):
+    found = []
+    for line in range(-1, lines + 2):
+        try:
+            found.append(get_statement_startend2(line, tree))
+        except IndexError:  # before the first statement, as pytest has it
+            found.append("IndexError")
+    return found
+
+
+sources = {path: open(path).read() for path in sorted(glob.glob("/opt/rewardbox/*.py"))}
+sources["every block"] = json.loads(sys.argv[1])
+out = {}
+for name, text in sources.items():
+    tree = ast.parse(text)
+    lines = text.count("\n") + 1
+    out[name] = {"tree": ranges(tree, lines), "statements": ranges(rbtraceback.statements_only(tree), lines)}
+print(json.dumps(out))
+'''
+
+
+def test_a_statements_only_tree_gives_every_line_pytests_range(docker_client):
+    """rbtraceback looks up a text's later lines in its statements-only tree:
+    pytest's own function, on every line of every harness module and of one
+    of every statement form, answers as on the whole tree."""
+    out = run_script(docker_client, STATEMENTS_SCRIPT, EVERY_BLOCK, "statements", timeout_s=120)
+    assert len(out) > 10 and "every block" in out
+    for name, found in out.items():
+        assert found["statements"] == found["tree"], name
+    assert len({tuple(r) for r in out["every block"]["tree"]}) > 30  # the lines fall in many statements

@@ -79,11 +79,12 @@ def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
     follow would quietly send every generated run through pytest's own loop."""
     raw, prefix, cases = GENERATED[fmt]
     request = parse_label(raw).request(CODE, LIMITS)
-    tree = ast.parse(request.tests[TEST_FILE])
+    text = request.tests[TEST_FILE]
+    tree = ast.parse(text)
 
-    found = rbgenerated._case_functions(tree, cases)
+    found = rbgenerated._case_functions(text, cases)
     assert [name for name, _ in found] == [f"{prefix}_{i}" for i in range(cases)]
-    assert rbgenerated._case_functions(tree, cases + 1) is None
+    assert rbgenerated._case_functions(text, cases + 1) is None
     # Each case's function, made from the harness's template, is the code compiling the module gives.
     compiled = {c.co_name: c for c in compile(tree, TEST_FILE, "exec").co_consts if isinstance(c, types.CodeType)}
     for i, (name, line) in enumerate(found):
@@ -100,14 +101,25 @@ def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
     ("    rbcheck.check(1)", "    rbcheck.check(1)\n    rbcheck.check(0)"),
     ("import rbcheck", "import rbcheck as check"),
     ("import rbcheck", "import rbcheck\nimport pytest"),
+    ("rbcheck.check(1)", "rbcheck.check(01)"),  # not Python
+    ("def test_case_1", "def test_case_\u00b2"),  # a word character, not an identifier's
+    ("\n", "\r\n"),
+    ("cases are", 'cases\n"""\nrbcheck.check = print\n"""\nare'),  # code between two docstrings
+    ('"""Generated', 'r"""Generated'),
+    ("import rbcheck", "import rbcheck \\\n    as check"),  # a continued line
+    ("\n\n\ndef test_case_0", ' """\n\n\ndef test_case_0'),  # the first test inside a string
+    ("    rbcheck.check(1)\n", "    rbcheck.check(1)\n# a comment\n"),
 ])
 def test_a_module_of_another_shape_keeps_pytests_loop(change):
+    """The generated shape is read from the module's text, not its tree: any
+    other text, however close, keeps pytest's own loop."""
     module = parse_label({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]}).request(
         CODE, LIMITS).tests[TEST_FILE]
-    assert [name for name, _ in rbgenerated._case_functions(ast.parse(module), 2)] == ["test_case_0", "test_case_1"]
+    assert [name for name, _ in rbgenerated._case_functions(module, 2)] == ["test_case_0", "test_case_1"]
     old, new = change
+    assert old in module
 
-    assert rbgenerated._case_functions(ast.parse(module.replace(old, new)), 2) is None
+    assert rbgenerated._case_functions(module.replace(old, new), 2) is None
 
 
 @pytest.mark.parametrize("code", ["import pytest; pytest.skip('x')", "import logging", "warnings.warn('x')"])

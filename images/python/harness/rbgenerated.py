@@ -19,8 +19,8 @@ logging or warnings, which pytest's per-test hooks would act on) take
 pytest's own loop.
 """
 
-import ast
 import os
+import re
 import types
 
 import pytest
@@ -82,11 +82,11 @@ class GeneratedTests:
             return False
         path = test_files[0]
         try:
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-        except (OSError, ValueError, SyntaxError):
+            with open(path, encoding="utf-8", newline="") as f:
+                text = f.read()
+        except (OSError, ValueError):
             return False
-        cases = _case_functions(tree, len(data.get("cases", ())))
+        cases = _case_functions(text, len(data.get("cases", ())))
         if cases is None:
             return False
         import rbcheck
@@ -149,34 +149,27 @@ def _plain_label_code(data):
     return not any(word in text for text in texts if isinstance(text, str) for word in NEEDS_PYTEST_LOOP)
 
 
-def _case_functions(tree, cases):
-    """The (name, line) of the module's test functions when it is exactly the
-    generated shape for `cases` cases (a docstring, `import rbcheck`, then
-    function i calling `rbcheck.check(i)` and nothing else); else None."""
-    body = list(tree.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body.pop(0)
-    if len(body) != cases + 1 or not _imports_rbcheck(body.pop(0)):
+# The module the host writes (rewards.label_formats), character for character: a
+# one-line docstring, `import rbcheck`, then for each case two blank lines, `def`,
+# and its one call. Matched whole, so no part of it can sit inside a string or a
+# continued line of something else; any other text keeps pytest's loop.
+_MODULE = re.compile(r'(?:"""[^"\\\n]*"""\n)?import rbcheck\n'
+                     r"(?:\n\ndef test_[A-Za-z0-9_]*\(\):\n    rbcheck\.check\([0-9]+\)\n)*")
+_CASE = re.compile(r"\n\ndef (test_[A-Za-z0-9_]*)\(\):\n    rbcheck\.check\(([0-9]+)\)\n")
+
+
+def _case_functions(text, cases):
+    """The (name, line) of the module's test functions when its text is
+    exactly the generated shape for `cases` cases, function i calling
+    `rbcheck.check(i)`; else None. Read from the text, not parsed: the shape
+    is ours, and the module is the same for every sample of a label."""
+    if _MODULE.fullmatch(text) is None:
         return None
-    found = [(node.name, node.lineno) for i, node in enumerate(body) if _checks_case(node, i)]
+    found, line = [], text.count("\n", 0, text.index("import rbcheck\n")) + 1
+    for i, match in enumerate(_CASE.finditer(text)):
+        if match.group(2) != str(i):
+            return None
+        line += 3  # two blank lines, then the def
+        found.append((match.group(1), line))
+        line += 1
     return found if len(found) == cases and len({name for name, _ in found}) == cases else None
-
-
-def _imports_rbcheck(node):
-    return isinstance(node, ast.Import) and [(a.name, a.asname) for a in node.names] == [("rbcheck", None)]
-
-
-def _checks_case(node, index):
-    """`def test_...(): rbcheck.check(index)`: no arguments, decorators or annotations."""
-    if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not node.decorator_list
-            and node.returns is None and len(node.body) == 1):
-        return False
-    args = node.args
-    if args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg or args.defaults:
-        return False
-    call = node.body[0].value if isinstance(node.body[0], ast.Expr) else None
-    return (isinstance(call, ast.Call) and not call.keywords and len(call.args) == 1
-            and isinstance(call.func, ast.Attribute) and call.func.attr == "check"
-            and isinstance(call.func.value, ast.Name) and call.func.value.id == "rbcheck"
-            and isinstance(call.args[0], ast.Constant) and type(call.args[0].value) is int
-            and call.args[0].value == index)
