@@ -14,6 +14,8 @@ fail, so this is most runs' cost.
 
 import os
 
+import pytest
+
 from rewardbox.sandbox import Limits, RunRequest, Verdict
 from rewardbox.sandbox.pool import PooledSandbox
 
@@ -161,12 +163,15 @@ def test_a_run_finds_what_a_failure_report_needs_already_built():
             assert [t.outcome for t in result.tests] == ["passed", "passed"], result.tests
 
 
-def test_a_module_whose_tests_fail_is_parsed_once_for_their_tracebacks():
+@pytest.mark.parametrize(("tests", "counter", "count"), [(PARSES, "test_count_parses", "test_parsed_once"),
+                                                      (WALKS, "test_count_walks", "test_walked_once")],
+                         ids=["parsed once", "walked whole once"])
+def test_a_module_whose_tests_fail_is_read_once_for_their_tracebacks(tests, counter, count):
     with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
-        result = run(box, PARSES)
+        result = run(box, tests)
     outcomes = {t.name: t.outcome for t in result.tests}
-    assert outcomes == {"test_count_parses": "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
-                        "test_d": "failed", "test_parsed_once": "passed"}, (outcomes, result.stdout)
+    assert outcomes == {counter: "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
+                        "test_d": "failed", count: "passed"}, (outcomes, result.stdout)
     assert "assert 3 == 4" in result.stdout  # the short tracebacks are there
 
 
@@ -178,11 +183,3 @@ def test_exec_d_code_is_reported_without_searching_every_module():
                         "test_searched_none": "passed", "test_a_path_is_made_once": "passed"}, (outcomes, result.stdout)
     assert "<test>:1: in <module>" in result.stdout  # the exec'd entries are in the tracebacks
 
-
-def test_a_module_whose_tests_fail_is_walked_whole_once_for_their_tracebacks():
-    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
-        result = run(box, WALKS)
-    outcomes = {t.name: t.outcome for t in result.tests}
-    assert outcomes == {"test_count_walks": "passed", "test_a": "failed", "test_b": "failed", "test_c": "failed",
-                        "test_d": "failed", "test_walked_once": "passed"}, (outcomes, result.stdout)
-    assert "assert 3 == 4" in result.stdout  # the short tracebacks are there
