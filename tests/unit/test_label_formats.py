@@ -94,6 +94,31 @@ def test_the_harness_runs_every_generated_module_without_pytests_loop(fmt):
             want.co_code, want.co_consts, want.co_names, want.co_filename, want.co_firstlineno, list(want.co_lines()))
 
 
+@pytest.mark.parametrize("fmt", list(GENERATED))
+def test_a_generated_module_is_taken_without_parsing_it(fmt, tmp_path, monkeypatch):
+    """Every sample of a label has the same module: the test process reads
+    its shape from the text, it does not parse it (issue 21)."""
+    raw, prefix, cases = GENERATED[fmt]
+    request = parse_label(raw).request(CODE, LIMITS)
+    path = tmp_path / TEST_FILE
+    path.write_text(request.tests[TEST_FILE])
+
+    parse, parsed = ast.parse, []
+
+    def counted(source, *args, **kwargs):
+        parsed.append(source)
+        return parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counted)
+    tests = rbgenerated.GeneratedTests()
+    armed = tests.arm([str(path)], json.loads(request.test_data), str(tmp_path))
+    monkeypatch.undo()
+
+    assert armed
+    assert [f.__name__ for f in tests.functions] == [f"{prefix}_{i}" for i in range(cases)]
+    assert parsed == []
+
+
 @pytest.mark.parametrize("change", [
     ("rbcheck.check(1)", "rbcheck.check(0)"),  # two tests of one case
     ("def test_case_1():", "@decorated\ndef test_case_1():"),
