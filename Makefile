@@ -69,6 +69,7 @@ TIER_RAY = scripts/loopback-only $(PYTEST) tests/ray
 TIER_TRAINERS = $(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
 # test_sessions sets each case's runtime itself (runc and gVisor): the docker tier has run them all.
 TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) -m core tests/docker/adversarial tests/docker/test_pool_isolation.py \
+	tests/docker/test_cpu_pinning.py \
 	--ignore=tests/docker/adversarial/test_sessions.py
 
 test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode

@@ -69,6 +69,8 @@ RAY_TESTS = Path(__file__).parents[1] / "tests" / "ray"
 # The lean sandbox image of this checkout (rewardbox image build), or RBBENCH_IMAGE: another
 # checkout's, for a harness change measured before and after with the same host code.
 IMAGE = os.environ.get("RBBENCH_IMAGE") or image_tag()
+# rewardbox's `pin_cpus` for its contestants (--pin-cpus sets it for the child processes too).
+PIN_CPUS_VARIABLE = "RBBENCH_PIN_CPUS"
 TEST_FILE = "test_solution.py"
 REPORT_MARK = "RBBENCH-REPORT"
 BENCH_LABEL = "rewardbox-bench"  # not `rewardbox`: the Sandbox's sweep must leave these alone
@@ -409,7 +411,8 @@ class RewardBox:
         from rewardbox.sandbox.modes import make_sandbox
 
         self.engine = recording_engine(pool_size=workers * 4 + 4)
-        self.sandbox = make_sandbox(mode, image=IMAGE, max_containers=workers, engine=self.engine, sweep=False)
+        self.sandbox = make_sandbox(mode, image=IMAGE, max_containers=workers, engine=self.engine, sweep=False,
+                                    pin_cpus=os.environ.get(PIN_CPUS_VARIABLE) or None)
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = as_pytest
         self.in_process = in_process
@@ -926,10 +929,14 @@ def main() -> int:
                         help="the label format the corpus is scored in (formats.py); all: each in turn")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
+    parser.add_argument("--pin-cpus", metavar="all|CPUS",
+                        help="rewardbox's modes with their containers pinned to CPUs of this set (its pin_cpus)")
     parser.add_argument("--contestant", choices=MODES, help=argparse.SUPPRESS)  # the child process's side
     parser.add_argument("--items", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pin_cpus:
+        os.environ[PIN_CPUS_VARIABLE] = args.pin_cpus
     if args.contestant:
         items = json.loads(Path(args.items).read_text())
         Path(args.out).write_text(json.dumps(run_contestant(args.contestant, items, args.workers, args.timeout_s)))

@@ -26,6 +26,7 @@ that before and after are measured side by side in one sitting.
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import random
@@ -173,7 +174,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def one_sitting(workers: int, requests: int, clients: int, codes: list[str], tree: str | None, image: str | None,
-                trace: bool, seed: int, cold_start: bool = False, reuse: int | None = None) -> dict:
+                trace: bool, seed: int, cold_start: bool = False, reuse: int | None = None,
+                pin_cpus: str | None = None) -> dict:
     port = free_port()
     env = dict(os.environ)
     if tree:
@@ -187,6 +189,8 @@ def one_sitting(workers: int, requests: int, clients: int, codes: list[str], tre
         argv += ["--image", image]
     if reuse:
         argv += ["--reuse", str(reuse)]
+    if pin_cpus:
+        argv += ["--pin-cpus", pin_cpus]
     # Not from the checkout: `-c` puts the working directory first on sys.path.
     child = subprocess.Popen(argv, env=env, cwd=tempfile.gettempdir(), stderr=subprocess.PIPE)
     rng = random.Random(seed)
@@ -354,6 +358,8 @@ def main() -> None:
                         help="first, the floor: the same programs as bare subprocesses (python3 prog.py)")
     parser.add_argument("--reuse", type=int, default=None,
                         help="runs per container (default: the settings'); small values show what a retirement costs")
+    parser.add_argument("--pin-cpus", metavar="all|CPUS", default=None,
+                        help="each sitting again with the service's containers pinned to CPUs of this set, side by side")
     parser.add_argument("--cold-start", action="store_true",
                         help="no warm-up: the first requests meet the pool as the service started it")
     args = parser.parse_args()
@@ -364,11 +370,11 @@ def main() -> None:
     if args.bare:
         print(json.dumps(bare_sitting(args.requests, args.clients, codes, args.seed)))
     for workers in (int(w) for w in args.workers.split(",")):
-        for tree in trees:
+        for tree, pin_cpus in itertools.product(trees, [None, args.pin_cpus] if args.pin_cpus else [None]):
             result = one_sitting(workers, args.requests, args.clients, codes, None if tree == "installed" else tree,
-                                 args.image, args.trace, args.seed, args.cold_start, args.reuse)
+                                 args.image, args.trace, args.seed, args.cold_start, args.reuse, pin_cpus)
             trace = result.pop("trace", None)
-            print(json.dumps({"tree": tree, **result}))
+            print(json.dumps({"tree": tree, **({"pin_cpus": pin_cpus} if pin_cpus else {}), **result}))
             if trace:
                 print(json.dumps(trace, indent=None))
 

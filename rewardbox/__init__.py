@@ -40,7 +40,7 @@ def _lazy_exports(namespace: dict[str, Any],
 
 # Each public name and the subpackage that defines it.
 _SANDBOX = (
-    "AsyncSession", "CallResult", "ClusterUnavailable", "ContainerLost", "DEFAULT_IMAGE", "EngineUnavailable",
+    "AsyncSession", "CallResult", "ClusterUnavailable", "ContainerLost", "CpusMissing", "DEFAULT_IMAGE", "EngineUnavailable",
     "HarnessError", "ImageMissing", "LANGUAGES", "Language", "LazySandbox", "Limits", "NoSuchFile", "Outcome",
     "RunRequest", "RunResult", "RuntimeMissing", "Sandbox", "SandboxBackend", "SandboxError", "Session",
     "SessionEnded", "SessionError", "SessionLimits", "SessionRefused", "TestResult", "UnknownLanguage", "Verdict",

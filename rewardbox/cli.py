@@ -34,8 +34,8 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 GZIP_MAGIC = b"\x1f\x8b"
 # The flags that set a key of the settings: each has the key's name, and
 # defaults to None so that an unset flag leaves the key to the settings.
-SETTING_FLAGS = ("image", "language_images", "language", "mode", "runtime", "workers", "reuse", "timeout_s", "memory_mb",
-                 "ray", "reward",
+SETTING_FLAGS = ("image", "language_images", "language", "mode", "runtime", "workers", "reuse", "pin_cpus", "timeout_s",
+                 "memory_mb", "ray", "reward",
                  "max_waiting", "max_held", "max_completion_bytes", "max_sessions", "session_idle_s",
                  "session_lifetime_s", "warm_sessions")
 
@@ -147,6 +147,9 @@ def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
                               "sample, on demand")
     command.add_argument("--reuse", type=int, default=None,
                          help="pooled: samples per container at most (default: 1000)")
+    command.add_argument("--pin-cpus", metavar="all|CPUS", default=None,
+                         help="pin each container to its own CPUs, spread evenly over this set: all, or a list such "
+                              "as 0-3,8 (default: not pinned)")
     command.add_argument("--ray", metavar="ADDRESS", default=None,
                          help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
                               "belongs to); needs rewardbox[ray]")

@@ -6,6 +6,7 @@ from rewardbox.sandbox.backend import SandboxBackend  # noqa: E402
 from rewardbox.sandbox.errors import (  # noqa: E402
     ClusterUnavailable,
     ContainerLost,
+    CpusMissing,
     EngineUnavailable,
     HarnessError,
     ImageMissing,
@@ -33,6 +34,7 @@ __all__ = [
     "NoSuchFile",
     "ClusterUnavailable",
     "ContainerLost",
+    "CpusMissing",
     "DEFAULT_IMAGE",
     "EngineUnavailable",
     "HarnessError",

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rewardbox.sandbox.cpu_pins import cpu_set
 from rewardbox.sandbox.engine import DockerEngine
 from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import Limits
@@ -46,6 +47,13 @@ class SandboxConfig(BaseModel):
     # Another language's image by its name ("cpp": "registry/cpp:tag"); one not named runs in its
     # toolchain image built here (`rewardbox image build --language`). `image` runs Python.
     images: dict[str, str] = Field(default_factory=dict)
+    # Pin each container to CPUs of this set, spread evenly: `all` (the engine's) or `0-3,8`; None: not pinned.
+    pin_cpus: str | None = None
+
+    @field_validator("pin_cpus")
+    @classmethod
+    def _cpus(cls, value: str | None) -> str | None:
+        return cpu_set(value) if value is not None else None
 
     @field_validator("images")
     @classmethod
@@ -76,6 +84,7 @@ def make_local_sandbox(config: SandboxConfig, engine: DockerEngine | None = None
     if config.mode in ("pooled", "fresh"):
         reuse = (config.reuse or DEFAULT_REUSE) if config.mode == "pooled" else 1
         return PooledSandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s,
-                             sweep=sweep, reuse=reuse, limits=config.limits, images=config.images)
+                             sweep=sweep, reuse=reuse, limits=config.limits, images=config.images,
+                             pin_cpus=config.pin_cpus)
     return Sandbox(config.image, max_containers, engine=engine, runtime=config.runtime, retry_s=retry_s, sweep=sweep,
-                   images=config.images)
+                   images=config.images, pin_cpus=config.pin_cpus)

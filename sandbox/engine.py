@@ -398,9 +398,13 @@ class DockerEngine:
                                  f"{': run `make gvisor` to install and register it' if runtime == 'runsc' else ''}")
         return "runsc" in str((runtimes[runtime] or {}).get("path", ""))
 
+    def cpu_count(self) -> int:
+        """The CPUs of the engine's machine (which `cpuset` names)."""
+        return int(self._retry(lambda: self._api.info())["NCPU"])
+
     def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False,
                command: list[str] | None = None, lifetime_s: float | None = None, auto_remove: bool = False,
-               exec_work: bool = False, task_limit: bool = True) -> str:
+               exec_work: bool = False, task_limit: bool = True, cpuset: str | None = None) -> str:
         """A stopped, hardened container waiting for its input on stdin: one
         request, then EOF (the image's supervisor); or, given `command` (the pool
         supervisor, its own init), requests one per line for up to `lifetime_s`.
@@ -409,7 +413,7 @@ class DockerEngine:
         programs to run (a compiled language's binary); else it is noexec.
         `task_limit` (gVisor only): RLIMIT_NPROC at the pids limit; a session
         leaves it to each call (its clean-up exec must start when a call
-        filled it)."""
+        filled it). `cpuset`: the CPUs it may run on (`0,2-3`; None: any)."""
         mb = 1024 * 1024
         pids = GVISOR_PIDS_BASE + GVISOR_PIDS_PER_PROCESS * limits.pids if gvisor else limits.pids
         host_config = self._api.create_host_config(
@@ -432,6 +436,7 @@ class DockerEngine:
             mem_limit=limits.memory_mb * mb,
             memswap_limit=limits.memory_mb * mb,
             nano_cpus=int(limits.cpus * 1e9),
+            cpuset_cpus=cpuset,
             pids_limit=pids,
             ulimits=[
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),

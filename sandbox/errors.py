@@ -10,6 +10,7 @@ must not turn it into a reward.
     ├── ContainerLost            a run's container was stopped or removed from outside
     ├── ImageMissing             the sandbox image is not built
     ├── RuntimeMissing           the OCI runtime asked for is not registered
+    ├── CpusMissing              pin_cpus names CPUs the engine's machine does not have
     └── HarnessError             the in-container harness failed (a bug of ours)
 
 A request that cannot be run as given is refused when it is made: `RunRequest`
@@ -42,6 +43,10 @@ class ImageMissing(SandboxError):
 
 class RuntimeMissing(SandboxError):
     """The OCI runtime asked for (e.g. runsc) is not registered with the engine."""
+
+
+class CpusMissing(SandboxError):
+    """`pin_cpus` names a CPU the Docker engine's machine does not have."""
 
 
 class HarnessError(SandboxError):

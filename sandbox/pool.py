@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rewardbox.sandbox.cpu_pins import cpuset_cpus
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine
 from rewardbox.sandbox.errors import ContainerLost, SandboxError
 from rewardbox.sandbox.harness_protocol import harness_protocol
@@ -89,6 +90,7 @@ class PoolContainer:
     created_at: float = field(default_factory=time.time)  # wall clock, for the engine's event log
     runs: int = 0
     retiring: bool = False  # its replacement is started: it goes once that one is warm
+    cpus: tuple[int, ...] = ()  # the CPUs it is pinned to (none: not pinned); its replacement's
 
 
 class PooledSandbox(Sandbox):
@@ -103,8 +105,8 @@ class PooledSandbox(Sandbox):
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
                  sweep: bool = True, *, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
                  limits: Limits | None = None, warm: int | None = None, warm_sessions: int = 0,
-                 images: Mapping[str, str] | None = None):
-        super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions, images)
+                 images: Mapping[str, str] | None = None, pin_cpus: str | None = None):
+        super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions, images, pin_cpus)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")
         self.reuse = reuse
@@ -154,15 +156,21 @@ class PooledSandbox(Sandbox):
 
     # -- the pool ----------------------------------------------------------
 
-    def _start(self, limits: Limits, image: str) -> PoolContainer:
-        """A container of `image` whose supervisor is warm and waiting for a request."""
+    def _start(self, limits: Limits, image: str, spare_for: PoolContainer | None = None) -> PoolContainer:
+        """A container of `image` whose supervisor is warm and waiting for a
+        request; pinned to the CPUs of the one it replaces, if `spare_for`."""
         name = f"rewardbox-{uuid.uuid4().hex[:16]}"
         compile_s = max(limits.compile_timeout_s, LONGEST_COMPILE_S)
         lifetime = self.max_age_s + self.reuse * (limits.timeout_s + compile_s + limits.startup_grace_s)
         command = POOL_COMMAND + (["--once"] if self.reuse == 1 else [])
-        container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
-                                          command=command, lifetime_s=lifetime, auto_remove=True,
-                                          exec_work=self._runs_binaries(image))
+        cpus = self._pin(limits, spare_for.cpus if spare_for is not None else ())
+        try:
+            container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
+                                              command=command, lifetime_s=lifetime, auto_remove=True,
+                                              exec_work=self._runs_binaries(image), cpuset=cpuset_cpus(cpus))
+        except BaseException:
+            self._unpin(cpus)
+            raise
         self._count(containers=1)
         channel = None
         try:
@@ -175,11 +183,12 @@ class PooledSandbox(Sandbox):
                     raise ContainerLost(f"pool container {container_id[:12]} exited while starting: "
                                         f"{bytes(channel.stderr[-500:]).decode('utf-8', 'replace')}")
             del channel.stdout[:channel.stdout.index(READY) + len(READY)]
-            return PoolContainer(container_id, channel, limits, image)
+            return PoolContainer(container_id, channel, limits, image, cpus=cpus)
         except BaseException:
             if channel is not None:
                 channel.close()
             self._remove_id(container_id)
+            self._unpin(cpus)
             raise
 
     def _replenish(self, limits: Limits, image: str) -> None:
@@ -192,7 +201,7 @@ class PooledSandbox(Sandbox):
     def _start_into_idle(self, limits: Limits, image: str, spare_for: PoolContainer | None = None) -> None:
         container = None
         try:
-            container = self._start(limits, image)
+            container = self._start(limits, image, spare_for)
         except Exception as exc:  # noqa: BLE001 - a run that needs one will start it and see the error
             log.warning("could not start a pooled container ahead of demand: %s", exc)
         retired = None
@@ -296,6 +305,8 @@ class PooledSandbox(Sandbox):
         return True
 
     def _remove_in_background(self, container: PoolContainer) -> None:
+        # Its CPUs are free for a replacement started before the engine has removed it.
+        self._release_cpus(container)
         with self._changed:
             self._removing += 1
         self._background.submit(self._remove_counted, container)
@@ -310,7 +321,14 @@ class PooledSandbox(Sandbox):
 
     def _remove(self, container: PoolContainer) -> None:
         container.channel.close()
+        self._release_cpus(container)
         self._remove_id(container.id)
+
+    def _release_cpus(self, container: PoolContainer) -> None:
+        """Gives back the CPUs a container is pinned to, once: on the way out."""
+        with self._changed:
+            cpus, container.cpus = container.cpus, ()
+        self._unpin(cpus)
 
     def _remove_id(self, container_id: str) -> None:
         try:

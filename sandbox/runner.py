@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox.images import image_tag
+from rewardbox.sandbox.cpu_pins import CpuPins, cpuset_cpus
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from rewardbox.sandbox.languages import default_image, language
@@ -94,12 +95,15 @@ class Sandbox:
 
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
-                 sweep: bool = True, warm_sessions: int = 0, images: Mapping[str, str] | None = None):
+                 sweep: bool = True, warm_sessions: int = 0, images: Mapping[str, str] | None = None,
+                 pin_cpus: str | None = None):
         """`warm_sessions`: session containers kept made ahead for
         `session()` with the default limits (`keep_sessions_warm`); 0: none.
         `images`: the image of another language than Python's, by its name
         (default: its toolchain image, `rewardbox.sandbox.languages.default_image`);
-        `image` runs Python."""
+        `image` runs Python. `pin_cpus`: pin each container to CPUs of this
+        set (`all`, or `0-3,8`), spread evenly (rewardbox.sandbox.cpu_pins);
+        None: the kernel places them."""
         self.image = image
         self.images = {language(name).name: tag for name, tag in (images or {}).items()}
         self._images_present = {image}
@@ -108,6 +112,7 @@ class Sandbox:
         self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
         self.engine.require_image(image)
         self._gvisor = self.engine.require_runtime(runtime)
+        self._pins = CpuPins(pin_cpus, self.engine.cpu_count()) if pin_cpus else None
         if sweep:
             self.engine.sweep()
         self._slots = threading.BoundedSemaphore(max_containers)
@@ -153,6 +158,15 @@ class Sandbox:
     def probe(self, timeout_s: float = 2.0) -> EngineProbe:
         """A quick look at the engine and the image (see `probe_engine`)."""
         return probe_engine(self.image, getattr(self.engine, "base_url", None), timeout_s)
+
+    def _pin(self, limits: Limits, like: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """The CPUs a new container is pinned to (see CpuPins.take); none
+        when the sandbox does not pin. Each is given back by `_unpin`."""
+        return self._pins.take(limits.cpus, like) if self._pins is not None else ()
+
+    def _unpin(self, cpus: tuple[int, ...]) -> None:
+        if self._pins is not None:
+            self._pins.give_back(cpus)
 
     def _count(self, containers: int = 0, run_errors: int = 0, run_retries: int = 0) -> None:
         with self._stats_lock:
@@ -282,8 +296,13 @@ class Sandbox:
         started = time.monotonic()
         created_at = time.time()
         image = self._image_of(request)
-        container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
-                                          exec_work=self._runs_binaries(image))
+        cpus = self._pin(limits)
+        try:
+            container_id = self.engine.create(image, limits, name, runtime=self.runtime, gvisor=self._gvisor,
+                                              exec_work=self._runs_binaries(image), cpuset=cpuset_cpus(cpus))
+        except BaseException:
+            self._unpin(cpus)
+            raise
         self._count(containers=1)
         try:
             channel = self.engine.attach(container_id)
@@ -303,6 +322,7 @@ class Sandbox:
                 self.engine.remove(container_id)
             finally:
                 self._count(containers=-1)
+                self._unpin(cpus)
         return self._finish(container_id, report, fate, started, deadline_hit=deadline_hit, capped=capped,
                             stderr=bytes(channel.stderr[-4096:]).decode("utf-8", "replace"))
 

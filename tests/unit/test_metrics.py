@@ -339,7 +339,7 @@ class FakeRunEngine:
 
     def sweep(self): return 0
 
-    def create(self, image, limits, name, runtime=None, gvisor=False, exec_work=False):
+    def create(self, image, limits, name, runtime=None, gvisor=False, exec_work=False, cpuset=None):
         self.creates += 1
         if self.creates == 1:
             raise ConnectionResetError("connection reset by peer")
@@ -383,7 +383,7 @@ def test_a_request_the_engine_refuses_is_not_repeated(monkeypatch):
     monkeypatch.setattr("rewardbox.sandbox.runner.time.sleep", lambda seconds: None)
 
     class RefusingEngine(FakeRunEngine):
-        def create(self, image, limits, name, runtime=None, gvisor=False, exec_work=False):
+        def create(self, image, limits, name, runtime=None, gvisor=False, exec_work=False, cpuset=None):
             self.creates += 1
             response = requests.Response()
             response.status_code = 400

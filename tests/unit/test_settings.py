@@ -3,6 +3,7 @@ over the defaults, each value's source, and errors that name the key and
 where its value came from (a pydantic ValidationError never reaches a user)."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,11 @@ def test_the_service_takes_its_queue_sizes_and_default_reward_from_the_settings(
     service = server_settings(load_settings(environ={"REWARDBOX_MAX_WAITING": "7", "REWARDBOX_MAX_HELD": "9",
                                                      "REWARDBOX_REWARD": "math"}))
     assert (service.max_waiting_samples, service.max_held_samples, service.default_reward) == (7, 9, "math")
+
+
+def test_every_key_is_in_the_settings_table_and_the_configuration_page():
+    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    for key in Settings.model_fields:
+        variable = f"REWARDBOX_{key.upper()}"
+        assert f"| {key} | {variable} |" in (Settings.__doc__ or ""), key
+        assert f"| `{key}` | `{variable}` |" in page, key
