@@ -16,6 +16,7 @@ the trainer does not use.
 """
 
 import math
+import random
 import threading
 from collections.abc import Sequence
 
@@ -68,28 +69,33 @@ class CpuPins:
     """The CPUs of `setting` shared out among a sandbox's containers, each
     CPU counted by the containers pinned to it. `engine_cpus`: how many CPUs
     the Docker engine has (its `docker info`; not this process's machine when
-    the engine is remote)."""
+    the engine is remote). Among CPUs used equally, the first taken is the
+    `first`-th of the set, then those after it in turn; by default a random
+    one, so that several processes pinning over one set (a trainer's reward
+    workers, each with its own pool) do not all begin with its first CPU."""
 
-    def __init__(self, setting: str, engine_cpus: int):
+    def __init__(self, setting: str, engine_cpus: int, first: int | None = None):
         cpus = list(range(engine_cpus)) if cpu_set(setting) == ALL else _cpus(setting)
         missing = [cpu for cpu in cpus if cpu >= engine_cpus]
         if missing:
             raise CpusMissing(f"pin_cpus {setting!r}: the Docker engine has {engine_cpus} CPUs "
                              f"({_written(range(engine_cpus))}), not CPU {missing[0]}")
         self.cpus = tuple(cpus)
+        start = random.randrange(len(cpus)) if first is None else first % len(cpus)
+        self._turn = cpus[start:] + cpus[:start]  # the order among CPUs used equally
         self._pinned = dict.fromkeys(cpus, 0)
         self._lock = threading.Lock()
 
     def take(self, cores: float, like: tuple[int, ...] = ()) -> tuple[int, ...]:
         """CPUs for a container of `cores` (its `Limits.cpus`, rounded up; all
         of the set at most): those of `like`, the container it replaces, if
-        given; else the least used, the first of the set among equals."""
+        given; else the least used, in turn among equals."""
         with self._lock:
             if like:
                 chosen = like
             else:
                 wanted = min(len(self.cpus), max(1, math.ceil(cores)))
-                chosen = tuple(sorted(sorted(self.cpus, key=self._pinned.__getitem__)[:wanted]))
+                chosen = tuple(sorted(sorted(self._turn, key=self._pinned.__getitem__)[:wanted]))
             for cpu in chosen:
                 self._pinned[cpu] += 1
             return chosen

@@ -48,9 +48,9 @@ def pins(api, container_ids) -> collections.Counter:
 @pytest.mark.parametrize("reuse", [4, 1], ids=["replaced-ahead", "replaced-after"])
 def test_pooled_containers_are_spread_over_the_cpus_and_stay_so_through_replacements(api, engine_cpus, reuse):
     """Two containers per CPU; each retired after `reuse` runs: with 4, its
-    replacement starts ahead while it still serves, and takes its CPUs (the
-    least used would be the first CPU, all being used equally); with 1, it
-    is replaced when it goes, on the CPU it leaves."""
+    replacement starts ahead while it still serves, and takes its CPUs (all
+    being used equally, the least used would be whichever comes first in
+    turn); with 1, it is replaced when it goes, on the CPU it leaves."""
     everyone = {str(cpu): 2 for cpu in range(engine_cpus)}
     with PooledSandbox(max_containers=2 * engine_cpus, reuse=reuse, retry_s=20, runtime=RUNTIME,
                        pin_cpus="all") as box:

@@ -25,7 +25,7 @@ def test_a_set_that_is_not_one_is_an_error(given):
 
 
 def test_containers_are_spread_over_the_set_least_used_first():
-    pins = CpuPins("all", engine_cpus=2)
+    pins = CpuPins("all", engine_cpus=2, first=0)
     assert [pins.take(1.0) for _ in range(4)] == [(0,), (1,), (0,), (1,)]
     assert pins.pinned() == {0: 2, 1: 2}
     pins.give_back((1,))
@@ -34,7 +34,7 @@ def test_containers_are_spread_over_the_set_least_used_first():
 
 
 def test_a_container_of_several_cores_gets_as_many_cpus_the_least_used():
-    pins = CpuPins("0-3", engine_cpus=4)
+    pins = CpuPins("0-3", engine_cpus=4, first=0)
     assert pins.take(1.0) == (0,)
     assert pins.take(2.0) == (1, 2)
     assert pins.take(1.5) == (0, 3)  # 3 is free, then 0 comes first among the CPUs used once
@@ -43,13 +43,20 @@ def test_a_container_of_several_cores_gets_as_many_cpus_the_least_used():
 
 
 def test_a_replacement_takes_the_cpus_of_the_container_it_replaces():
-    pins = CpuPins("all", engine_cpus=2)
+    pins = CpuPins("all", engine_cpus=2, first=0)
     first, second = pins.take(1.0), pins.take(1.0)
     # The second's replacement starts while it still serves: the least used would be CPU 0.
     assert pins.take(1.0, like=second) == second == (1,)
     pins.give_back(second)
     assert pins.pinned() == {0: 1, 1: 1}
     assert first == (0,)
+
+
+def test_among_cpus_used_equally_the_turn_begins_where_told_or_at_random():
+    pins = CpuPins("0-3", engine_cpus=4, first=2)
+    assert [pins.take(1.0) for _ in range(5)] == [(2,), (3,), (0,), (1,), (2,)]
+    # Several processes pinning over one set do not all begin with its first CPU.
+    assert len({CpuPins("0-63", engine_cpus=64).take(1.0) for _ in range(50)}) > 1
 
 
 def test_a_set_names_only_cpus_the_engine_has():
