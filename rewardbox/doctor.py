@@ -144,7 +144,9 @@ def check_runtimes(info: dict[str, Any], runtime: str | None) -> Check:
 
 def check_limits(settings: Settings) -> Check:
     """One real container run of about a second under the default limits,
-    through the `Sandbox` the settings describe (image and runtime)."""
+    through the `Sandbox` the settings describe (image, runtime, and the
+    CPUs it pins its containers to: an engine without the cgroup's cpuset
+    controller, or a CPU it does not have, fails here)."""
     from rewardbox.sandbox import Limits, RunRequest, Sandbox, SandboxError
 
     request = RunRequest(files={"main.py": f"import time\ntime.sleep({RUN_S})\nprint('slept')\n"}, program="main.py",
@@ -152,13 +154,14 @@ def check_limits(settings: Settings) -> Check:
     started = time.monotonic()
     try:
         with Sandbox(image=settings.image_tag, runtime=settings.runtime, max_containers=1,
-                     retry_s=min(settings.retry_s, 10.0)) as sandbox:
+                     retry_s=min(settings.retry_s, 10.0), pin_cpus=settings.pin_cpus) as sandbox:
             result = sandbox.run(request)
     except SandboxError as exc:
         return Check(name="limits", ok=False, detail=f"a one-second run could not be made: {exc}"[:600],
                      fix="see the error; the engine's log (journalctl -u docker) tells more")
     elapsed = time.monotonic() - started
     limits = request.limits
+    pinned = f", pinned over CPUs {settings.pin_cpus}" if settings.pin_cpus else ""
     if result.exit_code != 0 or "slept" not in result.stdout or elapsed > RUN_DEADLINE_S:
         return Check(name="limits", ok=False,
                      detail=f"the one-second run ended {result.verdict.value} (exit {result.exit_code}) in "
@@ -167,7 +170,7 @@ def check_limits(settings: Settings) -> Check:
                          "check its cgroup setup (`docker info`) and log")
     return Check(name="limits", ok=True,
                  detail=f"a {RUN_S:g}-second run under the default limits ({limits.memory_mb} MiB, {limits.cpus:g} CPU, "
-                        f"{limits.pids} pids) took {elapsed:.1f} s, container start and removal included")
+                        f"{limits.pids} pids{pinned}) took {elapsed:.1f} s, container start and removal included")
 
 
 def check_ray(address: str) -> Check:

@@ -102,6 +102,17 @@ def test_a_runtime_the_engine_lacks_fails_with_the_fix(env):
     assert status == "fail" and "nosuchrt is not registered with the engine" in text and "daemon.json" in text
 
 
+def test_the_run_is_pinned_as_set_and_a_cpu_the_engine_lacks_fails(env):
+    pinned = doctor(env, "--pin-cpus", "1")
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    status, text = _lines(pinned.stdout)["limits"]
+    assert status == "ok" and "pinned over CPUs 1)" in text
+    missing = doctor({**env, "REWARDBOX_PIN_CPUS": "999"})
+    assert missing.returncode == 1
+    status, text = _lines(missing.stdout)["limits"]
+    assert status == "fail" and "pin_cpus '999': the Docker engine has" in text, missing.stdout
+
+
 def test_an_unreachable_ray_cluster_fails_with_the_fix(env):
     pytest.importorskip("ray", reason="the ray extra is not installed in this environment")
     done = doctor({**env, "REWARDBOX_RAY": "127.0.0.1:1"})
