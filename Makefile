@@ -74,7 +74,7 @@ TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) -m core tests/docker/advers
 
 test: install sandbox-image scientific-image language-images gvisor trainers-env ## run the tiers (unit, docker in the pooled mode, Ray on a local loopback cluster, the trainers' own code), then the adversarial core (and the pool's isolation tests) under gVisor, and the core in the cold mode
 	$(MAKE) --no-print-directory lint typecheck docs
-	$(PYTEST) --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
+	$(PYTEST) --durations=20 --ignore=tests/ray --ignore=tests/trainers rewardbox sandbox rewards tests
 	$(TIER_RAY)
 	$(TIER_TRAINERS)
 	$(TIER_GVISOR)
