@@ -4,9 +4,10 @@ processes where it likes.
 
 With two or more containers per core, the kernel moves a run's processes
 between cores as the others wake, and a run that loses its core's cache half
-way through is the slow tail (bench/RESULTS.md, issue 21: p99/p50 at 4
-containers on 2 cores falls from 2.1-2.9 to 1.5-1.7 pinned, at the same
-throughput). Pinning keeps each container on its own cores, spread evenly:
+way through is the slow tail (bench/RESULTS.md, issue 21: at 4
+containers on 2 cores, p99/p50 of a sample's time outside its tests falls
+from 2.09-3.46 to 1.51-1.73 pinned, at the same throughput; at one
+container per core nothing changes). Pinning keeps each container on its own cores, spread evenly:
 a new container takes the least used CPUs of the set, and the replacement of
 a retiring one takes the CPUs it leaves.
 
