@@ -12,6 +12,7 @@ see or touch each other's runs either.
 import json
 import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -415,3 +416,36 @@ def test_a_run_that_stops_the_zygote_ends_at_once_and_costs_its_container(pool):
     assert view(pool)["container"] != before
     honest = pool.run(honest_request())
     assert honest.verdict is Verdict.PASSED, (honest.verdict, honest.message)
+
+
+# A dataset's pytest test runs in the test process: how long ago was it forked?
+TEST_PROCESS_AGE = {"test_age.py": r'''
+import os
+
+def test_age():
+    started = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    print("AGE=%.3f" % (float(open("/proc/uptime").read().split()[0]) - started))
+'''}
+
+
+def age_of_test_process(box) -> float:
+    result = box.run(RunRequest(files=HONEST, tests=TEST_PROCESS_AGE, limits=Limits(timeout_s=20)))
+    assert result.verdict is Verdict.PASSED, (result.verdict, result.message, result.stdout)
+    return float(next(line for line in result.stdout.splitlines() if line.startswith("AGE=")).removeprefix("AGE="))
+
+
+def test_the_next_test_process_waits_forked_and_no_other_run_finds_it():
+    """After a clean run that had a test process, the next one is forked
+    ahead (rbzygote.Spare): it is already there when the next request comes.
+    A program run has it killed first (test_nothing_of_a_run_reaches_the_next's
+    probe, a program, sees the same processes as on a new container), and a
+    run after that forks its own."""
+    with PooledSandbox(max_containers=1, reuse=1000, retry_s=20, runtime=RUNTIME) as box:
+        first = age_of_test_process(box)  # a new container's first run: forked for it
+        time.sleep(1.5)
+        ahead = age_of_test_process(box)
+        assert box.run(probe_request()).verdict is Verdict.PASSED
+        time.sleep(1.5)
+        after_program = age_of_test_process(box)
+    assert first < 1.0 and after_program < 1.0, (first, after_program)
+    assert ahead >= 1.4, ahead

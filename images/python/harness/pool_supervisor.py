@@ -101,6 +101,8 @@ class Zygote:
         self.pid = self.process.pid
         self.alive = True
         self.lost_why = None
+        self.forked = False  # a test process forked since the last spare was asked for
+        self.spare = False  # a spare asked for and not yet taken or killed
         if (self.receive(timeout_s=60) or {}).get("ready") is not True:
             raise RuntimeError("the zygote did not start")
 
@@ -151,6 +153,7 @@ class Zygote:
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         message = {"op": "run", "args": test_paths, "env": env, "solution": solution}
+        self.forked, self.spare = True, False  # the zygote hands the run its spare, if any
         try:
             socket.send_fds(self.sock, [json.dumps(message).encode()],
                             [stdout_w, stderr_w, *fds])
@@ -165,8 +168,28 @@ class Zygote:
         return ZygoteChild(self, answer["pid"], os.fdopen(stdout_r, "rb", buffering=0),
                            os.fdopen(stderr_r, "rb", buffering=0))
 
+    def fork_ahead(self):
+        """After a run that had a test process, checked clean: the next run's
+        is forked now (rbzygote.Spare), while the host reads the report. A
+        run of another kind has none waiting (drop_spare)."""
+        if self.alive and self.forked:
+            self.forked = False
+            try:
+                self.sock.send(json.dumps({"op": "spare"}).encode())
+                self.spare = True
+            except OSError:
+                self.lose()
+
+    def drop_spare(self):
+        """Before a run's first process that is not its test process (a
+        program, a compile step): the spare is killed, so that no process of
+        a run ever finds one (a sweep: nothing else of the uid is left)."""
+        if self.spare:
+            self.sweep()
+
     def sweep(self):
-        """Every other process of the uid killed, but the zygote and us."""
+        """Every other process of the uid killed, but the zygote and us (a spare too)."""
+        self.spare = False
         if not self.alive:
             rbrun.kill_everything_else()
             return
@@ -299,7 +322,10 @@ def recycle_reason(report, zygote, baseline, modes, oom_before):
         report["oom_killed"] = True
     if report.get("phase") == rbprotocol.PHASE_HARNESS_ERROR:
         return "the harness failed"
-    zygote.sweep()
+    # Every step of a run that starts processes ends by sweeping them (run_pytest,
+    # run_bounded), so none is left to kill here, only a spare no step took; a
+    # process that outlived all that is counted below, and costs the container.
+    zygote.drop_spare()
     reap()
     if not zygote.alive:
         return "the zygote was killed or stopped"
@@ -355,6 +381,7 @@ def serve():
         rbrun.write_report(request["nonce"].encode(), report)
         if reason is not None or once:
             return
+        zygote.fork_ahead()
 
 
 if __name__ == "__main__":

@@ -349,6 +349,7 @@ def main(prepared=None):
             # completion runs before this line.
             os.ftruncate(data_fd, 0)
         prepared.generated.arm(test_files, rbcheck.DATA, WORK_DIR)
+        rbcheck.start_worker()
     else:
         prepared.bare_items.arm()
 

@@ -272,10 +272,11 @@ class Worker:
     RunFailure when the process ended, broke the protocol or ran out of time.
     """
 
-    def __init__(self):
+    def __init__(self, greet=True):
         __tracebackhide__ = True
         self.process = None
         self.requests = self.replies = -1
+        self.greeted = False
         try:
             requests_r, self.requests = os.pipe()
             self.replies, replies_w = os.pipe()
@@ -289,6 +290,13 @@ class Worker:
         except OSError as exc:  # pipes or processes exhausted: the solution's processes hold them
             self.close()
             raise WorkerError(f"the solution's process could not be started: {exc}") from None
+        if greet:
+            self.greet()
+
+    def greet(self):
+        """Waits for the solution's import to end (the worker's hello), under
+        the case's deadline; raises what it failed of."""
+        __tracebackhide__ = True
         try:
             hello = self._read()
         except RunFailure:
@@ -302,6 +310,7 @@ class Worker:
                                           f"{error.get('message')}\n{error.get('traceback', '')}")
             failure.error = error  # what a pytest module's import of it raises (rbsolution)
             raise failure
+        self.greeted = True
 
     def exchange(self, request):
         """One request, its reply (a dict); a RunFailure if the process ended,
@@ -410,7 +419,9 @@ def call(name, *args, **kwargs):
     try:
         _raise_if_out_of_memory()
         if _worker is None:
-            _worker = Worker()
+            _worker = Worker(greet=False)
+        if not _worker.greeted:
+            _worker.greet()
             # Starting the worker (importing the solution) had its own case_timeout_s;
             # under load it must not eat the time of the case that happened to come first.
             _deadline = time.monotonic() + DATA["case_timeout_s"]
@@ -423,6 +434,22 @@ def call(name, *args, **kwargs):
         _struck = failure if isinstance(failure, OutOfMemory) or not _out_of_memory() else OutOfMemory(
             "the solution ran out of memory (killed by the kernel's OOM killer)")
         raise _struck from None
+
+
+def start_worker():
+    """For labels whose cases call the solution's functions: its worker
+    started now, once this process has read its key and test data, so that
+    the solution imports while pytest sets the session up, not in the first
+    case. That case still waits for the import (`call`), under its deadline."""
+    global _worker
+    if DATA.get("mode") not in ("call", "python") or _worker is not None:
+        return
+    # Code of the solution runs from here on: a SIGINT it sends ends this process (graded killed).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        _worker = Worker(greet=False)
+    except RunFailure:
+        pass  # the first case that calls it starts it again, and fails as it would have
 
 
 class Proxy:

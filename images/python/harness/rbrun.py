@@ -493,6 +493,8 @@ def handle(request, zygote=None):
         write_binary_files(request.get("binary_files") or {})
         sweep = zygote.sweep if zygote is not None else None
         language = request.get("language")  # another language than Python's (sent only for one)
+        if zygote is not None and (request.get("program") is not None or (language or {}).get("compile") is not None):
+            zygote.drop_spare()  # its processes are not the zygote's forks
         if language is not None and language.get("compile") is not None:
             import rbcompile  # imported when a compiled language's run comes
 

@@ -18,6 +18,7 @@ Messages (JSON, one per packet):
                                                   + fds: stdout, stderr, key, records[, data]
     -> {"pid": PID}, later {"exit": WAIT_STATUS}; or {"error": TEXT} if it could not fork
     <- {"op": "sweep"}   -> {"clean": BOOL}   every other process of the uid killed
+    <- {"op": "spare"}   (no answer) the next run's test process forked now (Spare)
 """
 
 import atexit
@@ -209,18 +210,70 @@ def send(sock, message):
     sock.send(json.dumps(message).encode())
 
 
+class Spare:
+    """The next run's test process, forked ahead of its request (op "spare",
+    sent once the last run was swept and checked clean): the fork, the
+    interpreter's after-fork work and become_test_process are done while the
+    host reads the last report, not while the next sample waits. Like a fork
+    made for the run, it holds nothing of any run, and no process of a run
+    exists while it waits: any sweep kills it (kill(-1)), and a run then gets a
+    fork made for it."""
+
+    def __init__(self, zygote_sock):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            zygote_sock.close()
+            ours.close()
+            wait_for_run(theirs)
+        theirs.close()
+        self.sock = ours
+
+    def hand(self, data, fds):
+        """Gives it its run (the message as received, with its fds); False if it is gone."""
+        try:
+            socket.send_fds(self.sock, [data], fds)
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.close()
+
+    def reap(self):
+        """After a sweep killed it (or when it cannot be handed its run): gone, and reaped."""
+        self.sock.close()  # a spare no sweep reached ends at EOF
+        os.waitpid(self.pid, 0)
+
+
+def wait_for_run(sock):
+    """In a spare: becomes a test process, then waits for its run; never returns."""
+    try:
+        become_test_process()
+        data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)
+        sock.close()
+        if data:
+            run_child(json.loads(data), fds)
+    finally:
+        os._exit(0)  # no run came: the zygote discarded it
+
+
+def become_test_process():
+    """What a test process is before its run: a session of its own, first in
+    line for the OOM killer, non-dumpable."""
+    os.setsid()
+    # Raise our OOM score (allowed unprivileged only while dumpable), so that
+    # the kernel's OOM killer takes the code under test before the harness.
+    rblibc.set_dumpable(True)
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    rblibc.set_dumpable(False)
+
+
 def run_child(message, fds):
-    """In the forked child: becomes what `python -I -B pytest_runner.py` would be
-    and runs the tests; never returns."""
+    """In a test process (become_test_process): becomes what `python -I -B
+    pytest_runner.py` would be and runs the tests; never returns."""
     code = 70
     try:
-        os.setsid()
-        # Raise our OOM score (allowed unprivileged only while dumpable), so that
-        # the kernel's OOM killer takes the code under test before the harness.
-        rblibc.set_dumpable(True)
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-        rblibc.set_dumpable(False)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, CHILD_FD_BASE) for fd in fds]
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -255,6 +308,7 @@ def run_child(message, fds):
 
 
 def serve(sock):
+    spare = None
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)
@@ -264,24 +318,54 @@ def serve(sock):
             return
         message = json.loads(data)
         if message["op"] == "sweep":
-            rbrun.kill_everything_else()
+            rbrun.kill_everything_else()  # the spare too, if any
+            if spare is not None:
+                spare.reap()
+                spare = None
             send(sock, {"clean": not rbrun.others_alive()})
             continue
-        try:
-            pid = os.fork()
-        except OSError as exc:  # EAGAIN at the pids limit, ENOMEM: the run never started
-            for fd in fds:
-                os.close(fd)
-            send(sock, {"error": f"fork: {exc}"})
+        if message["op"] == "spare":
+            if spare is None:
+                try:
+                    spare = Spare(sock)
+                except OSError:  # the pids limit: a run forks its own, as without spares
+                    pass
             continue
-        if pid == 0:
-            sock.close()
-            run_child(message, fds)
+        pid = None
+        if spare is not None:
+            if spare.hand(data, fds):
+                pid = spare.pid
+            else:
+                spare.reap()
+            spare = None
+        if pid is None:
+            pid = fork_test_process(sock, message, fds)
+            if pid is None:
+                continue
         for fd in fds:
             os.close(fd)
         send(sock, {"pid": pid})
         _, status = os.waitpid(pid, 0)
         send(sock, {"exit": status})
+
+
+def fork_test_process(sock, message, fds):
+    """A test process forked for this run: its pid, or None (the error sent) if it could not be."""
+    try:
+        pid = os.fork()
+    except OSError as exc:  # EAGAIN at the pids limit, ENOMEM: the run never started
+        for fd in fds:
+            os.close(fd)
+        send(sock, {"error": f"fork: {exc}"})
+        return None
+    if pid == 0:
+        try:
+            sock.close()
+            become_test_process()
+            run_child(message, fds)
+        finally:
+            os._exit(70)
+    return pid
 
 
 def main():
