@@ -177,6 +177,10 @@ GENERATED_EXITS = {
                                    "threading.Thread(target=lambda: (time.sleep(0.5), os._exit(0)), daemon=True).start()\n"
                                    "\n\ndef add(a, b):\n    while True:\n        pass\n",
     "raise-system-exit": "def add(a, b):\n    raise SystemExit(0)\n",
+    # The worker imports the solution while the tests' process still sets pytest up (rbcheck.start_worker):
+    # a SIGINT then must end that process as in a case, not raise a KeyboardInterrupt that stops the session.
+    "sigint-to-the-tests-at-import": "import os\nimport signal\nimport time\nos.kill(os.getppid(), signal.SIGINT)\n"
+                                     "time.sleep(0.5)\n\n\ndef add(a, b):\n    return a + b\n",
 }
 HONEST_WRONG = "def add(a, b):\n    return 7\n"
 for _fmt, _label in ADD.items():
