@@ -56,6 +56,7 @@ def main() -> int:
     from rewardbox.rewards.labels import parse_label
     from rewardbox.sandbox import Limits
     from rewardbox.sandbox.pool import PooledSandbox
+    from rewardbox.sandbox.runner import DEFAULT_IMAGE
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=100)
@@ -65,12 +66,15 @@ def main() -> int:
     for s in samples[:args.samples]:
         label = parse_label(s.label)
         requests.append(label.request(label.program(s.completion), Limits()))
-    with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False) as box:
+    with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False, image=os.environ.get("RBBENCH_IMAGE") or DEFAULT_IMAGE) as box:
         box.run(requests[0])  # the container warm, its processes known
-        top = subprocess.run(["docker", "top", box.warm_ids()[0], "-eo", "pid,args"], capture_output=True,
+        top = subprocess.run(["docker", "top", box.warm_ids()[0], "-eo", "pid,ppid,args"], capture_output=True,
                              text=True, check=True).stdout.splitlines()[1:]
-        pids = {("supervisor" if "pool_supervisor" in a else "zygote"): int(p)
-                for p, a in (line.split(None, 1) for line in top) if "pool_supervisor" in a or "rbzygote" in a}
+        rows = [(int(p), int(pp), a) for p, pp, a in (line.split(None, 2) for line in top)]
+        supervisor = next(p for p, _, a in rows if "pool_supervisor" in a)
+        # The zygote is the supervisor's child; a fork of it waiting for the next run (its spare) is the zygote's.
+        pids = {"supervisor": supervisor,
+                "zygote": next(p for p, pp, a in rows if "rbzygote" in a and pp == supervisor)}
         pids.update(engine_pids(box.warm_ids()[0]))
         before = {name: cpu_s(pid) for name, pid in pids.items()}
         host_before, started = os.times(), time.monotonic()
