@@ -66,7 +66,8 @@ def main() -> int:
     for s in samples[:args.samples]:
         label = parse_label(s.label)
         requests.append(label.request(label.program(s.completion), Limits()))
-    with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False, image=os.environ.get("RBBENCH_IMAGE") or DEFAULT_IMAGE) as box:
+    image = os.environ.get("RBBENCH_IMAGE") or DEFAULT_IMAGE
+    with PooledSandbox(max_containers=1, reuse=10 ** 6, sweep=False, image=image) as box:
         box.run(requests[0])  # the container warm, its processes known
         top = subprocess.run(["docker", "top", box.warm_ids()[0], "-eo", "pid,ppid,args"], capture_output=True,
                              text=True, check=True).stdout.splitlines()[1:]

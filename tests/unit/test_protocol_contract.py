@@ -33,7 +33,8 @@ import rbrun  # noqa: E402
 NONCE = "c" * 64
 KEY = b"k" * 32
 FACTS = ContainerFacts(exit_code=0, duration_s=1.0)
-NO_SWEEP = SimpleNamespace(sweep=lambda: None)  # kill_everything_else is for pid 1 of a container only
+# kill_everything_else is for pid 1 of a container only; a program run drops the zygote's spare first.
+NO_SWEEP = SimpleNamespace(sweep=lambda: None, drop_spare=lambda: None)
 
 
 @pytest.fixture
