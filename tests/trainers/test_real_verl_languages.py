@@ -15,7 +15,10 @@ IN_OUTS = {"inputs": ["6 6 4\n", "1000000000 1000000000 1\n", "999999999 9999999
            "outputs": ["4\n", "1000000000000000000\n", "999999998000000001\n"]}
 # language: (accepted, wrong, what verl makes of the wrong one)
 PROGRAMS = {
-    "cpp": ("#include <bits/stdc++.h>\nusing namespace std;\nint main() {\n    long long n, m, a;\n    cin >> n >> m >> a;\n"
+    # Zeroed: on an empty input `cin >>` fails before it writes anything, and an uninitialised
+    # a is whatever the stack held (4, not a division by zero, with Debian's g++ of 2026-12-07).
+    "cpp": ("#include <bits/stdc++.h>\nusing namespace std;\nint main() {\n    long long n = 0, m = 0, a = 0;\n"
+            "    cin >> n >> m >> a;\n"
             "    cout << ((n + a - 1) / a) * ((m + a - 1) / a) << \"\\n\";\n}\n",
             "#include <iostream>\nint main() {\n    int n, m, a;\n    std::cin >> n >> m >> a;\n"
             "    std::cout << ((n + a - 1) / a) * ((m + a - 1) / a) << \"\\n\";\n}\n",  # int overflows
