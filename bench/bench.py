@@ -411,8 +411,10 @@ class RewardBox:
         from rewardbox.sandbox.modes import make_sandbox
 
         self.engine = recording_engine(pool_size=workers * 4 + 4)
+        pin_cpus = os.environ.get(PIN_CPUS_VARIABLE)
+        # Passed only when set: an older checkout's sandbox (a before of the comparisons) has no pin_cpus.
         self.sandbox = make_sandbox(mode, image=IMAGE, max_containers=workers, engine=self.engine, sweep=False,
-                                    pin_cpus=os.environ.get(PIN_CPUS_VARIABLE) or None)
+                                    **({"pin_cpus": pin_cpus} if pin_cpus else {}))
         self.reward = CodeReward(self.sandbox, limits=limits)
         self.as_pytest = as_pytest
         self.in_process = in_process
