@@ -2,7 +2,7 @@
 same samples, same worker count, same image, one run.
 
     python bench/bench.py [--samples N] [--workers 2] [--modes bare-program,bare,rewardbox] [--json PATH]
-                          [--format check|asserts|call|stdio|pytest|all]
+                          [--format check|asserts|call|stdio|pytest|all] [--rounds 1]
     python bench/bench.py --breakdown 8 [--format F]   # where a rewardbox run's time goes (pooled, then cold)
 
 Formats (formats.py): the same HumanEval samples as check, asserts, call,
@@ -31,6 +31,11 @@ idle for a few seconds before each contestant and that rate is subtracted.
 Verdict classes and rewards must agree between contestants on every sample
 but the hostile ones (loops, memory bombs: their verdict depends on timing);
 against bare-program, which has no per-test grades, only pass or not.
+
+`--rounds N` runs every contestant N times, the order of the modes reversed
+every other round (A B, B A, A B...), so that the machine's slow spells fall
+on all of them alike; each mode's row is its median round (by samples/s), and
+the ratios to bare-program are printed round by round with their median.
 """
 
 import argparse
@@ -797,14 +802,30 @@ def bench_format(fmt: str, samples, problems, modes: list[str], args) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as items_file:
         json.dump(items, items_file)
         items_file.flush()
-        for mode in modes:
-            runs[mode] = measure(mode, Path(items_file.name), args.workers, args.timeout_s)
-            print(f"  {mode}: {n / runs[mode]['wall_s']:.2f} samples/s", flush=True)
+        rounds = []
+        for number in range(args.rounds):
+            order = modes if number % 2 == 0 else modes[::-1]
+            runs = {}
+            for mode in order:
+                runs[mode] = measure(mode, Path(items_file.name), args.workers, args.timeout_s)
+                print(f"  {mode}: {n / runs[mode]['wall_s']:.2f} samples/s", flush=True)
+            rounds.append(runs)
+    # Each mode's median round; verdicts and rewards are compared within the first round.
+    runs = {mode: median_round(rounds, mode) for mode in modes}
     rows = [summarize(mode, figures, n) for mode, figures in runs.items()]
-    diffs = disagreements(items, runs)
+    first = {mode: rounds[0][mode] for mode in modes}
+    diffs = disagreements(items, first)
     expected = {i["id"]: i["expected"] for i in items}
-    off_expected = {mode: sum(r["verdict"] != expected[r["id"]] for r in f["results"]) for mode, f in runs.items()}
+    off_expected = {mode: sum(r["verdict"] != expected[r["id"]] for r in f["results"]) for mode, f in first.items()}
     print(table(rows, diffs, off_expected))
+    per_round = {mode: [round(n / r[mode]["wall_s"], 2) for r in rounds] for mode in modes}
+    ratios = round_ratios(per_round)
+    if len(rounds) > 1:
+        print(f"{len(rounds)} rounds, each mode's row its median: " + "; ".join(
+            f"{mode} {', '.join(f'{v:.2f}' for v in values)}" for mode, values in per_round.items()))
+        for mode, values in ratios.items():
+            print(f"  {mode} / bare-program round by round: {', '.join(f'{v:.2f}x' for v in values)} "
+                  f"(median {statistics.median(values):.2f}x)")
     by_mode = {r["mode"]: r for r in rows}
     if "rewardbox-ray" in by_mode and "rewardbox" in by_mode:
         print(f"rewardbox-ray vs rewardbox (the local backend, same containers in all): "
@@ -819,7 +840,23 @@ def bench_format(fmt: str, samples, problems, modes: list[str], args) -> dict:
           "ctr mem: each pooled container's memory cgroup usage, median of the medians / highest peak "
           "(a memory bomb takes its container to the limit)")
     return {"format": fmt, "samples": n, "rows": rows, "diffs": diffs, "off_expected": off_expected,
-            "per_sample": {mode: f["results"] for mode, f in runs.items()}, "expected": expected}
+            "samples_per_s_by_round": per_round, "ratios_to_bare_program_by_round": ratios,
+            "per_sample": {mode: f["results"] for mode, f in rounds[0].items()}, "expected": expected}
+
+
+def median_round(rounds: list[dict[str, dict]], mode: str) -> dict:
+    """`mode`'s figures from its median round by samples/s (of an even count, the slower middle one)."""
+    by_speed = sorted((r[mode] for r in rounds), key=lambda figures: figures["wall_s"])
+    return by_speed[len(by_speed) // 2]
+
+
+def round_ratios(per_round: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Each rewardbox mode's samples/s over bare-program's, round by round (none without bare-program)."""
+    if "bare-program" not in per_round:
+        return {}
+    floor = per_round["bare-program"]
+    return {mode: [round(ours / bare, 3) for ours, bare in zip(values, floor)]
+            for mode, values in per_round.items() if mode.startswith("rewardbox")}
 
 
 # -- where one rewardbox run's time goes ---------------------------------------
@@ -930,6 +967,9 @@ def main() -> int:
     parser.add_argument("--format", default="check", choices=(*FORMATS, "all"),
                         help="the label format the corpus is scored in (formats.py); all: each in turn")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="every contestant this many times, the modes' order reversed every other round; "
+                             "each mode's row is its median round")
     parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
     parser.add_argument("--pin-cpus", metavar="all|CPUS",
                         help="rewardbox's modes with their containers pinned to CPUs of this set (its pin_cpus)")

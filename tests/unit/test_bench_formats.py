@@ -169,3 +169,16 @@ def test_corpus_in_format_leaves_out_problems_without_cases():
     assert len(formats.corpus_in_format(samples, [PROBLEM, no_literals], "asserts")) == 2
     with pytest.raises(ValueError, match="unknown format"):
         formats.in_format(samples[0], PROBLEM, "nope")
+
+
+def test_rounds_give_each_mode_its_median_round_and_the_ratios_round_by_round():
+    def runs(bare_wall, ours_wall):
+        return {"bare-program": {"wall_s": bare_wall}, "rewardbox": {"wall_s": ours_wall}}
+
+    rounds = [runs(1.0, 2.0), runs(1.2, 1.6), runs(0.9, 3.0)]
+    assert bench.median_round(rounds, "bare-program")["wall_s"] == 1.0
+    assert bench.median_round(rounds, "rewardbox")["wall_s"] == 2.0
+    assert bench.median_round(rounds[:2], "rewardbox")["wall_s"] == 2.0  # of two, the slower one
+    per_round = {"bare-program": [100.0, 80.0], "rewardbox": [50.0, 60.0], "bare": [10.0, 10.0]}
+    assert bench.round_ratios(per_round) == {"rewardbox": [0.5, 0.75]}
+    assert bench.round_ratios({"rewardbox": [50.0]}) == {}
