@@ -308,8 +308,8 @@ def _answer(future: "Future[RewardOutput]") -> RewardOutput:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from rewardbox.rewards.lifecycle import serve
     from rewardbox.rewards.server import Service, create_app
+    from rewardbox.rewards.server.stopping import serve
 
     settings = _settings(args)
     sandbox = _sandbox(settings)

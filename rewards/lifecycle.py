@@ -1,4 +1,5 @@
-"""Stopping at once: Ctrl-C on `rewardbox score`, SIGTERM or SIGINT on `rewardbox serve`.
+"""Stopping at once: Ctrl-C on `rewardbox score`, SIGTERM or SIGINT on `rewardbox serve`
+(whose server is `rewards/server/stopping.py`).
 
 `Sandbox.close()` waits for every run submitted, queued ones included, each
 up to its deadline. A stop cannot wait that long (Docker and Kubernetes kill
@@ -7,16 +8,12 @@ with `Stopped` first, then removes the containers under them and closes.
 """
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from types import FrameType
 from typing import Any
-
-import uvicorn
 
 from rewardbox.sandbox import ContainerLost, LazySandbox, RunRequest, RunResult, SandboxBackend, SandboxError
 from rewardbox.sandbox.engine import AttachChannel, ContainerState, DockerEngine
@@ -25,9 +22,6 @@ from rewardbox.sandbox.runner import DEFAULT_MAX_CONTAINERS
 
 log = logging.getLogger(__name__)
 
-# In-flight requests that need no container (math) get this long to finish
-# after a stop; requests waiting on the sandbox are answered at once.
-STOP_GRACE_S = 5  # whole seconds: uvicorn's timeout_graceful_shutdown is an int
 WAIT_SLICE_S = 1.0  # a stop ends a wait on a container within this long
 
 
@@ -215,38 +209,3 @@ def _quiet_while_stopping() -> Iterator[None]:
 def _fail(future: Future[RunResult], exc: BaseException) -> None:
     with suppress(InvalidStateError):  # the caller cancelled it
         future.set_exception(exc)
-
-
-class StoppingServer(uvicorn.Server):
-    """uvicorn's server, stopping `sandbox` at the first SIGTERM or SIGINT:
-    new connections are refused, requests waiting on the sandbox are answered
-    (503) at once, the rest get `STOP_GRACE_S`."""
-
-    def __init__(self, config: uvicorn.Config, sandbox: StoppableSandbox):
-        super().__init__(config)
-        self.sandbox = sandbox
-        self.stopping: threading.Thread | None = None
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        # Not uvicorn's own: it records the signal and raises it again after
-        # its shutdown, and SIGTERM's default action then ends the process
-        # before the sandbox is closed (its containers left behind).
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        self.should_exit = True
-        if self.stopping is None:
-            # On a thread: the event loop must go on answering while containers are removed.
-            self.stopping = threading.Thread(target=self.sandbox.stop, name="rewardbox-stop")
-            self.stopping.start()
-
-
-def serve(app: Any, sandbox: StoppableSandbox, host: str, port: int, log_level: str) -> None:
-    """Serves `app` until SIGTERM or SIGINT; returns once `sandbox` is stopped."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=STOP_GRACE_S)
-    server = StoppingServer(config, sandbox)
-    try:
-        server.run()
-    finally:
-        sandbox.stop()
-        if server.stopping is not None:
-            server.stopping.join()

@@ -22,9 +22,9 @@ import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from server import free_port
 
-from rewardbox.rewards.lifecycle import STOP_GRACE_S
 from rewardbox.rewards.registry import configured_registry
 from rewardbox.rewards.server import ServerSettings, Service, create_app
+from rewardbox.rewards.server.stopping import STOP_GRACE_S
 
 WRONG = "def add(a, b):\n    return a - b\n"
 RIGHT = "def add(a, b):\n    return a + b\n"

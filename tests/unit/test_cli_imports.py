@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Not used by a score run without a terminal: the bar, the web service, math's checker in this process.
-NOT_ON_THE_SCORE_PATH = ("tqdm", "fastapi", "starlette", "math_verify")
+# Not used by a score run without a terminal: the bar, the web service and its server, math's checker in this process.
+NOT_ON_THE_SCORE_PATH = ("tqdm", "fastapi", "starlette", "uvicorn", "math_verify")
 
 
 def test_a_score_run_without_a_terminal_imports_no_bar_and_no_service(tmp_path):
