@@ -1,7 +1,8 @@
 """`pin_cpus`: each container pinned to its own CPUs of the set, spread
 evenly, kept so through replacements, as many CPUs as its `Limits.cpus`;
 a run's processes on those CPUs only, in every mode and from the command
-line. Off by default: an unpinned container may run anywhere."""
+line. By default (`auto`) only when the containers outnumber the CPUs: an
+unpinned container may run anywhere."""
 
 import collections
 import json
@@ -88,14 +89,27 @@ def test_a_run_in_every_mode_runs_on_the_cpus_of_the_set_only(mode):
 
 @pytest.mark.core
 def test_unpinned_containers_may_run_on_every_cpu(api, engine_cpus):
-    with PooledSandbox(max_containers=1, retry_s=20, runtime=RUNTIME) as box:
+    """By default (auto) as many containers as CPUs are not pinned; nor are more with `off`."""
+    for containers, setting in ((engine_cpus, "auto"), (engine_cpus + 1, "off")):
+        with PooledSandbox(max_containers=containers, retry_s=20, runtime=RUNTIME, pin_cpus=setting) as box:
+            assert box.settle()
+            assert pins(api, box.warm_ids()) == {"": containers}, setting
+            if RUNTIME is None:
+                assert box.run(affinity()).stdout == f"{list(range(engine_cpus))}\n"
+
+
+@pytest.mark.core
+def test_by_default_containers_that_outnumber_the_cpus_are_spread_over_them(api, engine_cpus):
+    with PooledSandbox(max_containers=engine_cpus + 1, retry_s=20, runtime=RUNTIME) as box:
         assert box.settle()
-        assert pins(api, box.warm_ids()) == {"": 1}
+        counts = pins(api, box.warm_ids())
+        assert set(counts) == {str(cpu) for cpu in range(engine_cpus)}, counts
+        assert sorted(counts.values()) == [1] * (engine_cpus - 1) + [2], counts
         if RUNTIME is None:
-            assert box.run(affinity()).stdout == f"{list(range(engine_cpus))}\n"
+            assert box.run(affinity()).stdout in {f"[{cpu}]\n" for cpu in range(engine_cpus)}
 
 
-def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path):
+def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path, engine_cpus):
     label = {"pytest": "import os\n\ndef test_where():\n    assert os.sched_getaffinity(0) == {1}\n"}
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text(json.dumps({"completion": "```python\nx = 1\n```", "label": label}) + "\n")
@@ -108,6 +122,12 @@ def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path):
         return json.loads(done.stdout)["reward"]
 
     assert (score("--pin-cpus", "1"), score("--pin-cpus", "0")) == (1.0, 0.0)
+    # By default, pinned only with more workers than CPUs: the run sees one CPU of all.
+    one_cpu = {"pytest": "import os\n\ndef test_where():\n    assert len(os.sched_getaffinity(0)) == 1\n"}
+    rollouts.write_text(json.dumps({"completion": "```python\nx = 1\n```", "label": one_cpu}) + "\n")
+    assert (score("-j", str(engine_cpus + 1)), score("-j", str(engine_cpus + 1), "--pin-cpus", "off"),
+            score("-j", str(engine_cpus))) \
+        == (1.0, 0.0, 0.0)
     done = subprocess.run([sys.executable, "-m", "rewardbox", "score", str(rollouts), "--no-progress", "--pin-cpus",
                            "999"], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 2 and "pin_cpus '999': the Docker engine has" in done.stderr, done.stderr
