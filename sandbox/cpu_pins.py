@@ -18,12 +18,16 @@ use), or `off` (the kernel places every container's processes where it
 likes).
 """
 
+import logging
 import math
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from rewardbox.sandbox.errors import CpusMissing
+
+log = logging.getLogger(__name__)
 
 ALL = "all"
 AUTO = "auto"  # ALL when a sandbox has more containers than the engine has CPUs; else OFF
@@ -50,22 +54,35 @@ def cpu_set(text: str) -> str:
     return _written(_cpus(text))
 
 
-def pins_for(setting: str | None, containers: int, engine_cpus: Callable[[], int]) -> "CpuPins | None":
-    """The pins of a sandbox running up to `containers` at once under
-    `setting` (None: `off`); None when its containers are not pinned.
-    `engine_cpus` is asked only when the answer depends on it (a call to
-    the engine).
+class EngineCpus(Protocol):
+    """What `pins_for` asks of the Docker engine (rewardbox.sandbox.engine.DockerEngine)."""
 
-    >>> pins_for("auto", 4, lambda: 2).cpus, pins_for("auto", 2, lambda: 2), pins_for(None, 4, lambda: 2)
-    ((0, 1), None, None)
-    """
+    def cpu_count(self) -> int: ...
+
+    def can_pin_cpus(self) -> bool: ...
+
+
+def pins_for(setting: str | None, containers: int, engine: EngineCpus) -> "CpuPins | None":
+    """The pins of a sandbox running up to `containers` at once under
+    `setting` (None: `off`); None when its containers are not pinned. The
+    engine is asked only what the answer depends on. `auto` pins nothing on
+    an engine that cannot (no cpuset controller, as rootless Docker by
+    default): the containers run as they would unpinned. A set given
+    outright is pinned, and such an engine refuses the containers (the
+    doctor's check says so)."""
     setting = cpu_set(setting) if setting is not None else OFF
     if setting == OFF or (setting == AUTO and containers <= 1):
         return None
-    cpus = engine_cpus()
-    if setting == AUTO:
-        return CpuPins(ALL, cpus) if containers > cpus else None
-    return CpuPins(setting, cpus)
+    cpus = engine.cpu_count()
+    if setting != AUTO:
+        return CpuPins(setting, cpus)
+    if containers <= cpus:
+        return None
+    if not engine.can_pin_cpus():
+        log.info("pin_cpus auto: %d containers on %d CPUs, but the Docker engine cannot pin a container to CPUs "
+                 "(no cpuset controller): not pinned", containers, cpus)
+        return None
+    return CpuPins(ALL, cpus)
 
 
 def _cpus(text: str) -> list[int]:

@@ -113,7 +113,7 @@ class Sandbox:
         self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
         self.engine.require_image(image)
         self._gvisor = self.engine.require_runtime(runtime)
-        self._pins = pins_for(pin_cpus, max_containers, self.engine.cpu_count)
+        self._pins = pins_for(pin_cpus, max_containers, self.engine)
         if sweep:
             self.engine.sweep()
         self._slots = threading.BoundedSemaphore(max_containers)

@@ -66,24 +66,41 @@ def test_a_set_names_only_cpus_the_engine_has():
         CpuPins("1-2", engine_cpus=2)
 
 
-def test_auto_pins_over_every_cpu_only_when_the_containers_outnumber_them():
-    asked = []
+class TwoCpus:
+    """An engine of 2 CPUs that counts what it is asked."""
 
-    def engine_cpus() -> int:
-        asked.append(True)
+    def __init__(self, cpuset: bool = True):
+        self.cpuset = cpuset
+        self.asked: list[str] = []
+
+    def cpu_count(self) -> int:
+        self.asked.append("cpu_count")
         return 2
 
-    pins = pins_for("auto", 3, engine_cpus)
+    def can_pin_cpus(self) -> bool:
+        self.asked.append("can_pin_cpus")
+        return self.cpuset
+
+
+def test_auto_pins_over_every_cpu_only_when_the_containers_outnumber_them():
+    engine = TwoCpus()
+    pins = pins_for("auto", 3, engine)
     assert pins is not None and pins.cpus == (0, 1)
-    assert pins_for("auto", 2, engine_cpus) is None
-    assert len(asked) == 2
+    assert pins_for("auto", 2, engine) is None
+    assert engine.asked == ["cpu_count", "can_pin_cpus", "cpu_count"]
     # One container at once cannot outnumber the CPUs; off is off: the engine is not asked.
-    assert (pins_for("auto", 1, engine_cpus), pins_for("off", 8, engine_cpus), pins_for(None, 8, engine_cpus)) \
-        == (None, None, None)
-    assert len(asked) == 2
+    assert (pins_for("auto", 1, engine), pins_for("off", 8, engine), pins_for(None, 8, engine)) == (None, None, None)
+    assert len(engine.asked) == 3
     # A set is pinned whatever the count.
-    explicit = pins_for("1", 1, engine_cpus)
+    explicit = pins_for("1", 1, engine)
     assert explicit is not None and explicit.cpus == (1,)
+
+
+def test_auto_pins_nothing_on_an_engine_without_cpusets_but_a_set_is_still_asked_for():
+    engine = TwoCpus(cpuset=False)
+    assert pins_for("auto", 4, engine) is None
+    pins = pins_for("all", 4, engine)
+    assert pins is not None and pins.cpus == (0, 1)
 
 
 def test_the_engine_is_told_the_cpus_in_its_form():
