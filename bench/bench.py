@@ -971,9 +971,8 @@ def main() -> int:
                         help="every contestant this many times, the modes' order reversed every other round; "
                              "each mode's row is its median round")
     parser.add_argument("--breakdown", type=int, metavar="K", help="time K rewardbox runs phase by phase, and stop")
-    parser.add_argument("--pin-cpus", metavar="auto|all|off|CPUS",
-                        help="rewardbox's modes with this pin_cpus (default: the sandbox's, auto: pinned over every "
-                             "CPU when the workers outnumber them)")
+    parser.add_argument("--pin-cpus", metavar="all|CPUS",
+                        help="rewardbox's modes with their containers pinned to CPUs of this set (its pin_cpus)")
     parser.add_argument("--contestant", choices=MODES, help=argparse.SUPPRESS)  # the child process's side
     parser.add_argument("--items", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)

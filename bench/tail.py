@@ -358,9 +358,8 @@ def main() -> None:
                         help="first, the floor: the same programs as bare subprocesses (python3 prog.py)")
     parser.add_argument("--reuse", type=int, default=None,
                         help="runs per container (default: the settings'); small values show what a retirement costs")
-    parser.add_argument("--pin-cpus", metavar="auto|all|off|CPUS", default=None,
-                        help="each sitting again with the service's pin_cpus set so (the first: its default, auto), "
-                             "side by side")
+    parser.add_argument("--pin-cpus", metavar="all|CPUS", default=None,
+                        help="each sitting again with the service's containers pinned to CPUs of this set, side by side")
     parser.add_argument("--cold-start", action="store_true",
                         help="no warm-up: the first requests meet the pool as the service started it")
     args = parser.parse_args()

@@ -147,9 +147,9 @@ def _sandbox_arguments(command: argparse.ArgumentParser) -> None:
                               "sample, on demand")
     command.add_argument("--reuse", type=int, default=None,
                          help="pooled: samples per container at most (default: 1000)")
-    command.add_argument("--pin-cpus", metavar="auto|all|off|CPUS", default=None,
+    command.add_argument("--pin-cpus", metavar="all|CPUS", default=None,
                          help="pin each container to its own CPUs, spread evenly over this set: all, or a list such "
-                              "as 0-3,8; off: not pinned (default auto: all when the workers outnumber the CPUs)")
+                              "as 0-3,8 (default: not pinned)")
     command.add_argument("--ray", metavar="ADDRESS", default=None,
                          help="run the samples on the sandbox nodes of this Ray cluster ('auto': the one this machine "
                               "belongs to); needs rewardbox[ray]")

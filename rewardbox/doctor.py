@@ -148,7 +148,6 @@ def check_limits(settings: Settings) -> Check:
     CPUs it pins its containers to: an engine without the cgroup's cpuset
     controller, or a CPU it does not have, fails here)."""
     from rewardbox.sandbox import Limits, RunRequest, Sandbox, SandboxError
-    from rewardbox.sandbox.cpu_pins import AUTO, OFF
 
     request = RunRequest(files={"main.py": f"import time\ntime.sleep({RUN_S})\nprint('slept')\n"}, program="main.py",
                          limits=Limits())
@@ -162,7 +161,7 @@ def check_limits(settings: Settings) -> Check:
                      fix="see the error; the engine's log (journalctl -u docker) tells more")
     elapsed = time.monotonic() - started
     limits = request.limits
-    pinned = f", pinned over CPUs {settings.pin_cpus}" if settings.pin_cpus not in (AUTO, OFF) else ""
+    pinned = f", pinned over CPUs {settings.pin_cpus}" if settings.pin_cpus else ""
     if result.exit_code != 0 or "slept" not in result.stdout or elapsed > RUN_DEADLINE_S:
         return Check(name="limits", ok=False,
                      detail=f"the one-second run ended {result.verdict.value} (exit {result.exit_code}) in "

@@ -42,7 +42,7 @@ from rewardbox.rewards.server.config import (
     ServerSettings,
 )
 from rewardbox.sandbox.config import DEFAULT_MODE, Mode, SandboxConfig
-from rewardbox.sandbox.cpu_pins import AUTO, cpu_set
+from rewardbox.sandbox.cpu_pins import cpu_set
 from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import DEFAULT_TIMEOUT_S, MAX_DEFAULT_TIMEOUT_S, PER_TEST_TIMEOUT_S, Limits
 from rewardbox.sandbox.pool import DEFAULT_REUSE
@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     | runtime | REWARDBOX_RUNTIME | the engine's (runc) |
     | workers | REWARDBOX_WORKERS | the CPU count in `rewardbox score`/`serve`; 4 per trainer process |
     | reuse | REWARDBOX_REUSE | 1000 |
-    | pin_cpus | REWARDBOX_PIN_CPUS | auto: pinned over every CPU when workers outnumber them |
+    | pin_cpus | REWARDBOX_PIN_CPUS | unset: containers not pinned |
     | timeout_s | REWARDBOX_TIMEOUT_S | 10 s + 0.5 s per test, at most 120 s |
     | memory_mb | REWARDBOX_MEMORY_MB | 512 |
     | retry_s | REWARDBOX_RETRY_S | 60 |
@@ -162,11 +162,10 @@ class Settings(BaseSettings):
         "`rewardbox score` and `serve` (one process per machine), 4 in each trainer process (often one per GPU), "
         "on Ray each sandbox node's CPU count"))
     reuse: int = Field(DEFAULT_REUSE, ge=1, description="pooled: samples a container serves at most")
-    pin_cpus: str = Field(AUTO, min_length=1, description=(
+    pin_cpus: str | None = Field(None, min_length=1, description=(
         "pin each container to its own CPUs, spread evenly over this set: `all` (every CPU of the Docker engine's "
         "machine) or a list such as `0-3,8` (on a shared node, the cores the trainer leaves free); cuts the slow "
-        "tail at more containers than cores; `auto`: `all` when the containers running at once outnumber the "
-        "engine's CPUs, else not pinned; `off`: the kernel places them"))
+        "tail at two or more containers per core; unset: the kernel places them"))
     timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False, description=(
         f"wall clock for one sample's tests, in seconds; unset: {DEFAULT_TIMEOUT_S:g} s plus {PER_TEST_TIMEOUT_S:g} s "
         f"per test, at most {MAX_DEFAULT_TIMEOUT_S:g} s"))
@@ -240,8 +239,8 @@ class Settings(BaseSettings):
 
     @field_validator("pin_cpus")
     @classmethod
-    def _pin_cpus(cls, value: str) -> str:
-        return cpu_set(value)
+    def _pin_cpus(cls, value: str | None) -> str | None:
+        return cpu_set(value) if value is not None else None
 
     @field_validator("language")
     @classmethod
@@ -463,7 +462,7 @@ def sandbox_config(settings: Settings, default_workers: int | None = None) -> Sa
         given["ray"] = settings.ray
     if settings.language_images:
         given["images"] = settings.language_image_map
-    if settings.pin_cpus != AUTO:
+    if settings.pin_cpus:
         given["pin_cpus"] = settings.pin_cpus
     return SandboxConfig(mode=settings.mode, image=settings.image_tag, runtime=settings.runtime,
                          retry_s=settings.retry_s, **given)

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rewardbox.sandbox.cpu_pins import AUTO, cpu_set
+from rewardbox.sandbox.cpu_pins import cpu_set
 from rewardbox.sandbox.engine import DockerEngine
 from rewardbox.sandbox.languages import language
 from rewardbox.sandbox.models import Limits
@@ -47,9 +47,8 @@ class SandboxConfig(BaseModel):
     # Another language's image by its name ("cpp": "registry/cpp:tag"); one not named runs in its
     # toolchain image built here (`rewardbox image build --language`). `image` runs Python.
     images: dict[str, str] = Field(default_factory=dict)
-    # Pin each container to CPUs of this set, spread evenly: `all` (the engine's) or `0-3,8`; `auto`: all of
-    # them when max_containers is more than the engine's CPUs; `off` or None: not pinned.
-    pin_cpus: str | None = AUTO
+    # Pin each container to CPUs of this set, spread evenly: `all` (the engine's) or `0-3,8`; None: not pinned.
+    pin_cpus: str | None = None
 
     @field_validator("pin_cpus")
     @classmethod

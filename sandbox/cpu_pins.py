@@ -1,7 +1,8 @@
 """Which CPUs each container of a sandbox is pinned to (the `pin_cpus`
-setting).
+setting): off by default, the kernel then places every container's
+processes where it likes.
 
-With more containers than cores, the kernel moves a run's processes
+With two or more containers per core, the kernel moves a run's processes
 between cores as the others wake, and a run that loses its core's cache half
 way through is the slow tail (bench/RESULTS.md, issue 21: at 4
 containers on 2 cores, p99/p50 of a sample's time outside its tests falls
@@ -10,35 +11,24 @@ container per core nothing changes). Pinning keeps each container on its own cor
 a new container takes the least used CPUs of the set, and the replacement of
 a retiring one takes the CPUs it leaves.
 
-The setting is `auto` (the default: every CPU of the Docker engine's
-machine when the sandbox runs more containers at once than it has CPUs,
-else none), `all` (every CPU, always), a list in Docker's `--cpuset-cpus`
-form, `0-3,8` (on a shared trainer node, the cores the trainer does not
-use), or `off` (the kernel places every container's processes where it
-likes).
+The set is `all` (every CPU of the Docker engine's machine) or a list in
+Docker's `--cpuset-cpus` form, `0-3,8`: on a shared trainer node, the cores
+the trainer does not use.
 """
 
-import logging
 import math
 import random
 import threading
 from collections.abc import Sequence
-from typing import Protocol
 
 from rewardbox.sandbox.errors import CpusMissing
 
-log = logging.getLogger(__name__)
-
 ALL = "all"
-AUTO = "auto"  # ALL when a sandbox has more containers than the engine has CPUs; else OFF
-OFF = "off"
-WORDS = (AUTO, ALL, OFF)
 
 
 def cpu_set(text: str) -> str:
-    """The setting's value checked and written the one way: `auto`, `all`,
-    `off`, or the CPUs in increasing order with runs as ranges; ValueError
-    otherwise.
+    """The setting's value checked and written the one way: `all`, or the
+    CPUs in increasing order with runs as ranges; ValueError otherwise.
 
     >>> cpu_set(" 8, 0-3 ,2")
     '0-3,8'
@@ -47,42 +37,11 @@ def cpu_set(text: str) -> str:
     >>> cpu_set("3-1")
     Traceback (most recent call last):
     ...
-    ValueError: '3-1' is not a CPU or a range of CPUs (`auto`, `all`, `off`, or a list such as 0-3,8)
+    ValueError: '3-1' is not a CPU or a range of CPUs (`all`, or a list such as 0-3,8)
     """
-    if text.strip().lower() in WORDS:
-        return text.strip().lower()
+    if text.strip().lower() == ALL:
+        return ALL
     return _written(_cpus(text))
-
-
-class EngineCpus(Protocol):
-    """What `pins_for` asks of the Docker engine (rewardbox.sandbox.engine.DockerEngine)."""
-
-    def cpu_count(self) -> int: ...
-
-    def can_pin_cpus(self) -> bool: ...
-
-
-def pins_for(setting: str | None, containers: int, engine: EngineCpus) -> "CpuPins | None":
-    """The pins of a sandbox running up to `containers` at once under
-    `setting` (None: `off`); None when its containers are not pinned. The
-    engine is asked only what the answer depends on. `auto` pins nothing on
-    an engine that cannot (no cpuset controller, as rootless Docker by
-    default): the containers run as they would unpinned. A set given
-    outright is pinned, and such an engine refuses the containers (the
-    doctor's check says so)."""
-    setting = cpu_set(setting) if setting is not None else OFF
-    if setting == OFF or (setting == AUTO and containers <= 1):
-        return None
-    cpus = engine.cpu_count()
-    if setting != AUTO:
-        return CpuPins(setting, cpus)
-    if containers <= cpus:
-        return None
-    if not engine.can_pin_cpus():
-        log.info("pin_cpus auto: %d containers on %d CPUs, but the Docker engine cannot pin a container to CPUs "
-                 "(no cpuset controller): not pinned", containers, cpus)
-        return None
-    return CpuPins(ALL, cpus)
 
 
 def _cpus(text: str) -> list[int]:
@@ -91,8 +50,7 @@ def _cpus(text: str) -> list[int]:
         first, dash, last = (end.strip() for end in part.partition("-"))
         if not (first.isdigit() and first.isascii() and (not dash or (last.isdigit() and last.isascii()))) \
                 or (dash and int(last) < int(first)):
-            raise ValueError(f"{part!r} is not a CPU or a range of CPUs (`{AUTO}`, `{ALL}`, `{OFF}`, or a list "
-                             "such as 0-3,8)")
+            raise ValueError(f"{part!r} is not a CPU or a range of CPUs (`{ALL}`, or a list such as 0-3,8)")
         cpus.update(range(int(first), int(last if dash else first) + 1))
     return sorted(cpus)
 
@@ -118,7 +76,6 @@ class CpuPins:
     workers, each with its own pool) do not all begin with its first CPU."""
 
     def __init__(self, setting: str, engine_cpus: int, first: int | None = None):
-        """`setting`: `all` or a list of CPUs (`auto` and `off` are decided by `pins_for`)."""
         cpus = list(range(engine_cpus)) if cpu_set(setting) == ALL else _cpus(setting)
         missing = [cpu for cpu in cpus if cpu >= engine_cpus]
         if missing:

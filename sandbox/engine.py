@@ -402,11 +402,6 @@ class DockerEngine:
         """The CPUs of the engine's machine (which `cpuset` names)."""
         return int(self._retry(lambda: self._api.info())["NCPU"])
 
-    def can_pin_cpus(self) -> bool:
-        """Whether a container can be pinned to CPUs (`cpuset`): the engine's
-        cgroups have the cpuset controller, which rootless Docker lacks by default."""
-        return self._retry(lambda: self._api.info()).get("CPUSet") is True
-
     def create(self, image: str, limits: Limits, name: str, runtime: str | None = None, gvisor: bool = False,
                command: list[str] | None = None, lifetime_s: float | None = None, auto_remove: bool = False,
                exec_work: bool = False, task_limit: bool = True, cpuset: str | None = None) -> str:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from rewardbox.sandbox.cpu_pins import AUTO, cpuset_cpus
+from rewardbox.sandbox.cpu_pins import cpuset_cpus
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine
 from rewardbox.sandbox.errors import ContainerLost, SandboxError
 from rewardbox.sandbox.harness_protocol import harness_protocol
@@ -105,7 +105,7 @@ class PooledSandbox(Sandbox):
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
                  sweep: bool = True, *, reuse: int = DEFAULT_REUSE, max_age_s: float = DEFAULT_MAX_AGE_S,
                  limits: Limits | None = None, warm: int | None = None, warm_sessions: int = 0,
-                 images: Mapping[str, str] | None = None, pin_cpus: str | None = AUTO):
+                 images: Mapping[str, str] | None = None, pin_cpus: str | None = None):
         super().__init__(image, max_containers, engine, runtime, retry_s, sweep, warm_sessions, images, pin_cpus)
         if reuse < 1:
             raise ValueError("reuse must be at least 1")

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rewardbox.images import image_tag
-from rewardbox.sandbox.cpu_pins import AUTO, cpuset_cpus, pins_for
+from rewardbox.sandbox.cpu_pins import CpuPins, cpuset_cpus
 from rewardbox.sandbox.engine import AttachChannel, DockerEngine, EngineProbe, probe_engine
 from rewardbox.sandbox.errors import ContainerLost, EngineUnavailable, HarnessError, SandboxError
 from rewardbox.sandbox.languages import default_image, language
@@ -96,15 +96,14 @@ class Sandbox:
     def __init__(self, image: str = DEFAULT_IMAGE, max_containers: int = DEFAULT_MAX_CONTAINERS,
                  engine: DockerEngine | None = None, runtime: str | None = None, retry_s: float = DEFAULT_RETRY_S,
                  sweep: bool = True, warm_sessions: int = 0, images: Mapping[str, str] | None = None,
-                 pin_cpus: str | None = AUTO):
+                 pin_cpus: str | None = None):
         """`warm_sessions`: session containers kept made ahead for
         `session()` with the default limits (`keep_sessions_warm`); 0: none.
         `images`: the image of another language than Python's, by its name
         (default: its toolchain image, `rewardbox.sandbox.languages.default_image`);
         `image` runs Python. `pin_cpus`: pin each container to CPUs of this
         set (`all`, or `0-3,8`), spread evenly (rewardbox.sandbox.cpu_pins);
-        `auto`: over all CPUs when `max_containers` is more than the engine
-        has; `off` or None: the kernel places them."""
+        None: the kernel places them."""
         self.image = image
         self.images = {language(name).name: tag for name, tag in (images or {}).items()}
         self._images_present = {image}
@@ -113,7 +112,7 @@ class Sandbox:
         self.engine = engine or DockerEngine(retry_s=retry_s, pool_size=max_containers * 2 + 4)
         self.engine.require_image(image)
         self._gvisor = self.engine.require_runtime(runtime)
-        self._pins = pins_for(pin_cpus, max_containers, self.engine)
+        self._pins = CpuPins(pin_cpus, self.engine.cpu_count()) if pin_cpus else None
         if sweep:
             self.engine.sweep()
         self._slots = threading.BoundedSemaphore(max_containers)

@@ -1,8 +1,7 @@
 """`pin_cpus`: each container pinned to its own CPUs of the set, spread
 evenly, kept so through replacements, as many CPUs as its `Limits.cpus`;
 a run's processes on those CPUs only, in every mode and from the command
-line. By default (`auto`) only when the containers outnumber the CPUs: an
-unpinned container may run anywhere."""
+line. Off by default: an unpinned container may run anywhere."""
 
 import collections
 import json
@@ -88,28 +87,20 @@ def test_a_run_in_every_mode_runs_on_the_cpus_of_the_set_only(mode):
 
 
 @pytest.mark.core
-def test_unpinned_containers_may_run_on_every_cpu(api, engine_cpus):
-    """By default (auto) as many containers as CPUs are not pinned; nor are more with `off`."""
-    for containers, setting in ((engine_cpus, "auto"), (engine_cpus + 1, "off")):
-        with PooledSandbox(max_containers=containers, retry_s=20, runtime=RUNTIME, pin_cpus=setting) as box:
-            assert box.settle()
-            assert pins(api, box.warm_ids()) == {"": containers}, setting
-            if RUNTIME is None:
-                assert box.run(affinity()).stdout == f"{list(range(engine_cpus))}\n"
-
-
-@pytest.mark.core
-def test_by_default_containers_that_outnumber_the_cpus_are_spread_over_them(api, engine_cpus):
-    with PooledSandbox(max_containers=engine_cpus + 1, retry_s=20, runtime=RUNTIME) as box:
+@pytest.mark.parametrize("more", [0, 1], ids=["one-container", "more-containers-than-cpus"])
+def test_unpinned_containers_may_run_on_every_cpu(api, engine_cpus, more):
+    """Not pinned by default, even with more containers than CPUs: a pinned
+    container cannot use a core that goes idle, and a long sample sharing its
+    core may run into its deadline (docs/modes.md, bench/RESULTS.md)."""
+    containers = 1 + more * engine_cpus
+    with PooledSandbox(max_containers=containers, retry_s=20, runtime=RUNTIME) as box:
         assert box.settle()
-        counts = pins(api, box.warm_ids())
-        assert set(counts) == {str(cpu) for cpu in range(engine_cpus)}, counts
-        assert sorted(counts.values()) == [1] * (engine_cpus - 1) + [2], counts
+        assert pins(api, box.warm_ids()) == {"": containers}
         if RUNTIME is None:
-            assert box.run(affinity()).stdout in {f"[{cpu}]\n" for cpu in range(engine_cpus)}
+            assert box.run(affinity()).stdout == f"{list(range(engine_cpus))}\n"
 
 
-def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path, engine_cpus):
+def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path):
     label = {"pytest": "import os\n\ndef test_where():\n    assert os.sched_getaffinity(0) == {1}\n"}
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text(json.dumps({"completion": "```python\nx = 1\n```", "label": label}) + "\n")
@@ -122,12 +113,6 @@ def test_rewardbox_score_pins_its_containers_to_the_set_of_its_flag(tmp_path, en
         return json.loads(done.stdout)["reward"]
 
     assert (score("--pin-cpus", "1"), score("--pin-cpus", "0")) == (1.0, 0.0)
-    # By default, pinned only with more workers than CPUs: the run sees one CPU of all.
-    one_cpu = {"pytest": "import os\n\ndef test_where():\n    assert len(os.sched_getaffinity(0)) == 1\n"}
-    rollouts.write_text(json.dumps({"completion": "```python\nx = 1\n```", "label": one_cpu}) + "\n")
-    assert (score("-j", str(engine_cpus + 1)), score("-j", str(engine_cpus + 1), "--pin-cpus", "off"),
-            score("-j", str(engine_cpus))) \
-        == (1.0, 0.0, 0.0)
     done = subprocess.run([sys.executable, "-m", "rewardbox", "score", str(rollouts), "--no-progress", "--pin-cpus",
                            "999"], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 2 and "pin_cpus '999': the Docker engine has" in done.stderr, done.stderr

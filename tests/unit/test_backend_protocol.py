@@ -29,9 +29,6 @@ class _NoEngine:
     def require_runtime(self, runtime: str | None) -> bool:
         return False
 
-    def cpu_count(self) -> int:  # more than the sandbox's containers: none pinned (pin_cpus auto)
-        return 64
-
     def sweep(self) -> None:
         pass
 

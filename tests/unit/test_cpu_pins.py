@@ -4,22 +4,21 @@ replacement on the CPUs of the container it replaces."""
 
 import pytest
 
-from rewardbox.sandbox.cpu_pins import CpuPins, cpu_set, cpuset_cpus, pins_for
+from rewardbox.sandbox.cpu_pins import CpuPins, cpu_set, cpuset_cpus
 from rewardbox.sandbox.errors import CpusMissing
 from rewardbox.sandbox.modes import SandboxConfig
 from rewardbox.settings import SettingsError, load_settings, sandbox_options
 
 
 @pytest.mark.parametrize("given, written", [
-    ("all", "all"), (" All ", "all"), ("AUTO", "auto"), (" off", "off"), ("0", "0"), ("3,1,2", "1-3"),
-    ("0-3,8", "0-3,8"), ("8, 0-1 ,1-2", "0-2,8"),
+    ("all", "all"), (" All ", "all"), ("0", "0"), ("3,1,2", "1-3"), ("0-3,8", "0-3,8"), ("8, 0-1 ,1-2", "0-2,8"),
     ("4-4", "4"),
 ])
 def test_a_set_is_written_in_dockers_form(given, written):
     assert cpu_set(given) == written
 
 
-@pytest.mark.parametrize("given", ["", "x", "1,", "-1", "3-1", "0-", "1.5", "٣", "0;1", "all,0", "auto,0", "none"])
+@pytest.mark.parametrize("given", ["", "x", "1,", "-1", "3-1", "0-", "1.5", "٣", "0;1", "all,0"])
 def test_a_set_that_is_not_one_is_an_error(given):
     with pytest.raises(ValueError, match="is not a CPU or a range of CPUs"):
         cpu_set(given)
@@ -66,43 +65,6 @@ def test_a_set_names_only_cpus_the_engine_has():
         CpuPins("1-2", engine_cpus=2)
 
 
-class TwoCpus:
-    """An engine of 2 CPUs that counts what it is asked."""
-
-    def __init__(self, cpuset: bool = True):
-        self.cpuset = cpuset
-        self.asked: list[str] = []
-
-    def cpu_count(self) -> int:
-        self.asked.append("cpu_count")
-        return 2
-
-    def can_pin_cpus(self) -> bool:
-        self.asked.append("can_pin_cpus")
-        return self.cpuset
-
-
-def test_auto_pins_over_every_cpu_only_when_the_containers_outnumber_them():
-    engine = TwoCpus()
-    pins = pins_for("auto", 3, engine)
-    assert pins is not None and pins.cpus == (0, 1)
-    assert pins_for("auto", 2, engine) is None
-    assert engine.asked == ["cpu_count", "can_pin_cpus", "cpu_count"]
-    # One container at once cannot outnumber the CPUs; off is off: the engine is not asked.
-    assert (pins_for("auto", 1, engine), pins_for("off", 8, engine), pins_for(None, 8, engine)) == (None, None, None)
-    assert len(engine.asked) == 3
-    # A set is pinned whatever the count.
-    explicit = pins_for("1", 1, engine)
-    assert explicit is not None and explicit.cpus == (1,)
-
-
-def test_auto_pins_nothing_on_an_engine_without_cpusets_but_a_set_is_still_asked_for():
-    engine = TwoCpus(cpuset=False)
-    assert pins_for("auto", 4, engine) is None
-    pins = pins_for("all", 4, engine)
-    assert pins is not None and pins.cpus == (0, 1)
-
-
 def test_the_engine_is_told_the_cpus_in_its_form():
     assert cpuset_cpus((0, 1, 2, 5)) == "0-2,5"
     assert cpuset_cpus(()) is None
@@ -112,10 +74,7 @@ def test_the_setting_reaches_the_sandbox_config_written_one_way():
     settings = load_settings(flags={"pin_cpus": "1, 0"}, environ={"REWARDBOX_PIN_CPUS": "all"})
     assert (settings.pin_cpus, settings.sources["pin_cpus"]) == ("0-1", "flag --pin-cpus")
     assert sandbox_options(settings)["pin_cpus"] == "0-1"
-    # The default (auto) is the sandbox's own, left unset; off is given.
-    assert load_settings(environ={}).pin_cpus == SandboxConfig().pin_cpus == "auto"
     assert "pin_cpus" not in sandbox_options(load_settings(environ={}))
-    assert sandbox_options(load_settings(environ={"REWARDBOX_PIN_CPUS": "Off"}))["pin_cpus"] == "off"
     assert SandboxConfig(pin_cpus="ALL").pin_cpus == "all"
     with pytest.raises(ValueError, match="'0-x' is not a CPU"):
         SandboxConfig(pin_cpus="0-x")

@@ -21,9 +21,6 @@ class Engine:
     def require_runtime(self, runtime):
         return True
 
-    def cpu_count(self):  # more than the sandbox's containers: none pinned (pin_cpus auto)
-        return 64
-
 
 class ScriptedSandbox(Sandbox):
     """Each run's outcome from a script: a result, or an exception to raise."""

@@ -337,8 +337,6 @@ class FakeRunEngine:
 
     def require_runtime(self, runtime): return False
 
-    def cpu_count(self): return 64  # more than the sandbox's containers: none pinned (pin_cpus auto)
-
     def sweep(self): return 0
 
     def create(self, image, limits, name, runtime=None, gvisor=False, exec_work=False, cpuset=None):

@@ -30,9 +30,6 @@ class LosesContainersEngine:
     def require_runtime(self, runtime):
         return False
 
-    def cpu_count(self):  # more than the sandbox's containers: none pinned (pin_cpus auto)
-        return 64
-
     def create(self, *args, **kwargs):
         self.made.append(f"{len(self.made):064d}")
         return self.made[-1]
