@@ -977,6 +977,8 @@ def main() -> int:
     parser.add_argument("--items", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.pin_cpus:
         os.environ[PIN_CPUS_VARIABLE] = args.pin_cpus
     if args.contestant:
