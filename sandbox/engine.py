@@ -261,12 +261,14 @@ class AttachChannel:
     demultiplex them into `stdout` and `stderr` (of which only the last
     `stderr_tail` bytes are kept, when given); `close` ends the connection."""
 
-    def __init__(self, sock: socket.socket, stderr_tail: int | None = None):
+    def __init__(self, sock: socket.socket, stderr_tail: int | None = None, early: bytes = b""):
+        """`early`: the stream's first bytes, read before the channel took the socket."""
         self._sock = sock
         self._frames = bytearray()  # received, not yet a whole frame
         self._stderr_tail = stderr_tail
         self.stdout = bytearray()  # demultiplexed, not yet consumed
         self.stderr = bytearray()
+        self._take(early)
 
     def send(self, data: bytes) -> None:
         self._sock.sendall(data)
@@ -285,11 +287,14 @@ class AttachChannel:
         chunk = self._sock.recv(65536)
         if not chunk:
             return False
+        self._take(chunk)
+        return True
+
+    def _take(self, chunk: bytes) -> None:
         self._frames += chunk
         demultiplex(self._frames, self.stdout, self.stderr)
         if self._stderr_tail is not None:
             del self.stderr[:-self._stderr_tail]
-        return True
 
     @property
     def received(self) -> int:
@@ -303,6 +308,32 @@ class AttachChannel:
         with suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+
+
+def hijacked_channel(response: Any, stderr_tail: int | None = None) -> AttachChannel:
+    """A channel of our own on the connection of a hijacked response (what
+    docker-py's `attach_socket` and `exec_start(socket=True)` return: its
+    socket, wrapped in a SocketIO on a local engine), with the stream's bytes
+    that http.client's buffered reader took in with the headers. docker-py
+    hands over the raw socket and those bytes were lost: an exec that wrote
+    before the client read the headers (a loaded host) seemed to print
+    nothing (docker/docker-py#3332, #425). The channel's socket is a dup:
+    docker-py closes its own when the collector frees the response."""
+    raw: socket.socket = getattr(response, "_sock", response)
+    reader = getattr(getattr(getattr(getattr(response, "_response", None), "raw", None), "_fp", None), "fp", None)
+    early = b""
+    if reader is not None:
+        timeout = raw.gettimeout()
+        raw.setblocking(False)  # peek returns what is buffered, or what the socket has now; it must not wait
+        try:
+            with suppress(OSError, ValueError):  # ValueError: a reader already closed
+                early = reader.peek()
+        finally:
+            raw.settimeout(timeout)
+    try:
+        return AttachChannel(raw.dup(), stderr_tail, early)
+    finally:
+        raw.close()
 
 
 class ContainerState(BaseModel):
@@ -492,13 +523,7 @@ class DockerEngine:
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         with _lost_if_gone(container_id):
             response = self._api.attach_socket(container_id, params=params)
-        raw: socket.socket = getattr(response, "_sock", response)  # docker-py's SocketIO wraps it
-        # A socket of our own: docker-py closes the one it made when the collector
-        # frees its response, which for a long-lived container comes.
-        try:
-            return AttachChannel(raw.dup(), stderr_tail)
-        finally:
-            raw.close()
+        return hijacked_channel(response, stderr_tail)
 
     def start(self, container_id: str) -> None:
         with _lost_if_gone(container_id):
@@ -598,12 +623,7 @@ class DockerEngine:
             if exc.status_code == 409 or "removal in progress" in str(exc).lower():
                 raise ContainerLost(f"container {container_id[:12]} is not running: {exc}") from None
             raise
-        # exec_start's stubs name every transport's stream; a local engine's is a SocketIO.
-        raw: socket.socket = getattr(response, "_sock", response)  # type: ignore[arg-type]
-        try:  # a socket of our own, as in attach
-            return str(made["Id"]), AttachChannel(raw.dup())
-        finally:
-            raw.close()
+        return str(made["Id"]), hijacked_channel(response)
 
     def exec_exit_code(self, exec_id: str) -> int | None:
         """An exec's exit status; None while it still runs."""

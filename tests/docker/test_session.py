@@ -10,6 +10,7 @@ under the engine's default runtime.
 
 import asyncio
 import gc
+import http.client
 import json
 import os
 import time
@@ -163,6 +164,23 @@ def test_stdin_reaches_the_program(sandbox):
         assert s.run(file="rev.py", stdin="abc").stdout == "cba\n"
         assert s.shell("wc -c", stdin=b"\0" * 100_000).stdout.strip() == "100000"
 
+
+
+def test_output_written_before_the_client_read_the_headers_comes_back(sandbox, monkeypatch):
+    """On a loaded host the client may read an exec's response headers after
+    the program already wrote: http.client's buffered reader then holds its
+    first frames with them, which reading the raw socket lost (docker-py
+    #3332). A read file came back empty and `score` graded an empty answer:
+    an OpenRLHF agent step under the trainers' load (CI, stop 44). Here the
+    client is made that late."""
+    with sandbox.session(grader=CodeReward(sandbox)) as s:
+        s.write_file("solution.py", WRONG)
+        read_headers = http.client.HTTPResponse.begin
+        monkeypatch.setattr(http.client.HTTPResponse, "begin", lambda self: (time.sleep(0.3), read_headers(self))[1])
+        assert s.read_file("solution.py") == WRONG
+        assert s.shell("echo at once").stdout == "at once\n"
+        grade = s.score(ADD_LABEL)
+        assert (grade.verdict, grade.passed, grade.total) == (Verdict.FAILED, 0, 2)  # the file's code, not nothing
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_paths_out_of_the_work_dir_are_refused(runtime, request):

@@ -2,14 +2,16 @@
 reads with a deadline, the container state is a frozen value, and the end of a
 run (the harness's failures, a container lost) is one routine for both paths."""
 
+import http.client
 import socket
 import time
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
 from rewardbox.sandbox import ContainerLost, HarnessError, Verdict
-from rewardbox.sandbox.engine import FRAME_HEADER, AttachChannel, ContainerState, container_state
+from rewardbox.sandbox.engine import FRAME_HEADER, AttachChannel, ContainerState, container_state, hijacked_channel
 from rewardbox.sandbox.protocol import PHASE_HARNESS_ERROR, PROTOCOL_VERSION, Report
 from rewardbox.sandbox.runner import ContainerFate, Sandbox
 
@@ -69,6 +71,43 @@ def test_send_and_end_input_reach_the_container(pair):
     channel.end_input()
     assert theirs.recv(100) == b"request"
     assert theirs.recv(100) == b""  # EOF on its stdin
+
+
+def test_a_hijacked_stream_keeps_the_frames_read_in_with_its_headers():
+    """The engine's headers and the program's first frame arrived together:
+    http.client's buffered reader took both, and the channel starts with
+    the frame (docker-py handed over the raw socket: the frame was lost)."""
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n" + frame(1, b"early "))
+    response = http.client.HTTPResponse(ours)
+    response.begin()
+    hijacked = response.fp.raw  # what docker-py's exec_start(socket=True) returns: the SocketIO, its response kept
+    hijacked._response = SimpleNamespace(raw=SimpleNamespace(_fp=response))
+    ours.settimeout(60)
+    channel = hijacked_channel(hijacked)
+    assert bytes(channel.stdout) == b"early "
+    assert ours.gettimeout() == 60  # left as docker-py set it
+    theirs.sendall(frame(1, b"late"))
+    theirs.shutdown(socket.SHUT_WR)
+    while channel.read(time.monotonic() + 5):
+        pass
+    assert bytes(channel.stdout) == b"early late"
+    channel.close()
+    theirs.close()
+
+
+def test_a_hijacked_stream_with_nothing_buffered_does_not_wait():
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"HTTP/1.1 101 UPGRADED\r\nUpgrade: tcp\r\n\r\n")
+    response = http.client.HTTPResponse(ours)
+    response.begin()
+    hijacked = response.fp.raw
+    hijacked._response = SimpleNamespace(raw=SimpleNamespace(_fp=response))
+    began = time.monotonic()
+    channel = hijacked_channel(hijacked)
+    assert channel.received == 0 and time.monotonic() - began < 1
+    channel.close()
+    theirs.close()
 
 
 def test_the_container_state_is_a_frozen_value_of_docker_s_state_dict():
