@@ -20,6 +20,11 @@ def frame(stream: int, payload: bytes) -> bytes:
     return FRAME_HEADER.pack(stream, len(payload)) + payload
 
 
+def read_to_eof(channel: AttachChannel) -> None:
+    while channel.read(time.monotonic() + 5):
+        pass
+
+
 @pytest.fixture
 def pair():
     ours, theirs = socket.socketpair()
@@ -37,8 +42,7 @@ def test_frames_split_across_reads_are_put_together_per_stream(pair):
     assert (bytes(channel.stdout), bytes(channel.stderr), channel.received) == (b"", b"", 3)
     theirs.sendall(stream[3:])
     theirs.shutdown(socket.SHUT_WR)
-    while channel.read(time.monotonic() + 5):
-        pass
+    read_to_eof(channel)
     assert (bytes(channel.stdout), bytes(channel.stderr)) == (b"hello world", b"oops")
     assert channel.received == len(b"hello world" + b"oops")
 
@@ -48,8 +52,7 @@ def test_only_the_tail_of_stderr_is_kept_when_asked():
     channel = AttachChannel(ours, stderr_tail=4)
     theirs.sendall(frame(2, b"abcdef") + frame(2, b"gh"))
     theirs.shutdown(socket.SHUT_WR)
-    while channel.read(time.monotonic() + 5):
-        pass
+    read_to_eof(channel)
     assert bytes(channel.stderr) == b"efgh"
     channel.close()
     theirs.close()
@@ -73,24 +76,33 @@ def test_send_and_end_input_reach_the_container(pair):
     assert theirs.recv(100) == b""  # EOF on its stdin
 
 
+def hijacked(ours: socket.socket):
+    """What docker-py's `exec_start(socket=True)` returns once http.client read
+    the engine's answer on `ours`: the SocketIO under its buffered reader,
+    the response kept on it."""
+    response = http.client.HTTPResponse(ours)
+    response.begin()
+    sock_io = response.fp.raw
+    sock_io._response = SimpleNamespace(raw=SimpleNamespace(_fp=response))
+    return sock_io
+
+
+UPGRADED = b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
+
+
 def test_a_hijacked_stream_keeps_the_frames_read_in_with_its_headers():
     """The engine's headers and the program's first frame arrived together:
     http.client's buffered reader took both, and the channel starts with
     the frame (docker-py handed over the raw socket: the frame was lost)."""
     ours, theirs = socket.socketpair()
-    theirs.sendall(b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n" + frame(1, b"early "))
-    response = http.client.HTTPResponse(ours)
-    response.begin()
-    hijacked = response.fp.raw  # what docker-py's exec_start(socket=True) returns: the SocketIO, its response kept
-    hijacked._response = SimpleNamespace(raw=SimpleNamespace(_fp=response))
+    theirs.sendall(UPGRADED + frame(1, b"early "))
     ours.settimeout(60)
-    channel = hijacked_channel(hijacked)
+    channel = hijacked_channel(hijacked(ours))
     assert bytes(channel.stdout) == b"early "
     assert ours.gettimeout() == 60  # left as docker-py set it
     theirs.sendall(frame(1, b"late"))
     theirs.shutdown(socket.SHUT_WR)
-    while channel.read(time.monotonic() + 5):
-        pass
+    read_to_eof(channel)
     assert bytes(channel.stdout) == b"early late"
     channel.close()
     theirs.close()
@@ -98,13 +110,9 @@ def test_a_hijacked_stream_keeps_the_frames_read_in_with_its_headers():
 
 def test_a_hijacked_stream_with_nothing_buffered_does_not_wait():
     ours, theirs = socket.socketpair()
-    theirs.sendall(b"HTTP/1.1 101 UPGRADED\r\nUpgrade: tcp\r\n\r\n")
-    response = http.client.HTTPResponse(ours)
-    response.begin()
-    hijacked = response.fp.raw
-    hijacked._response = SimpleNamespace(raw=SimpleNamespace(_fp=response))
+    theirs.sendall(UPGRADED)
     began = time.monotonic()
-    channel = hijacked_channel(hijacked)
+    channel = hijacked_channel(hijacked(ours))
     assert channel.received == 0 and time.monotonic() - began < 1
     channel.close()
     theirs.close()
