@@ -68,7 +68,7 @@ PYTEST = $(BIN)/python -m pytest -p no:cacheprovider
 TIER_RAY = scripts/loopback-only $(PYTEST) tests/ray
 TIER_TRAINERS = $(TRAINERS_VENV)/bin/python -m pytest -p no:cacheprovider tests/trainers
 # test_sessions sets each case's runtime itself (runc and gVisor): the docker tier has run them all.
-TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) -m core tests/docker/adversarial tests/docker/test_pool_isolation.py \
+TIER_GVISOR = REWARDBOX_TEST_RUNTIME=runsc $(PYTEST) --durations=10 -m core tests/docker/adversarial tests/docker/test_pool_isolation.py \
 	tests/docker/test_cpu_pinning.py \
 	--ignore=tests/docker/adversarial/test_sessions.py
 # The sessions' attacks are on the session's own container, the same in every mode; only the
