@@ -97,7 +97,9 @@ def test_a_hijacked_stream_keeps_the_frames_read_in_with_its_headers():
     ours, theirs = socket.socketpair()
     theirs.sendall(UPGRADED + frame(1, b"early "))
     ours.settimeout(60)
-    channel = hijacked_channel(hijacked(ours))
+    sock_io = hijacked(ours)
+    assert sock_io._response.raw._fp.fp.peek() == frame(1, b"early ")  # the premise: the reader holds it, not the socket
+    channel = hijacked_channel(sock_io)
     assert bytes(channel.stdout) == b"early "
     assert ours.gettimeout() == 60  # left as docker-py set it
     theirs.sendall(frame(1, b"late"))
